@@ -1,0 +1,47 @@
+//! Provider event keys: what makes a provider's retry recognisable.
+
+use crate::key::KeySource;
+
+/// Keys longer than this are hashed before they are stamped.
+pub const MAX_DEDUPE_KEY: usize = 200;
+
+/// 72 hours: longer than any provider's retry schedule.
+pub const DEFAULT_TTL_MS: u64 = 259_200_000;
+
+/// Where a provider puts its event id.
+pub enum PresetKey {
+    Header(&'static str),
+    Json(&'static str),
+}
+
+/// Provider presets, by name.
+pub const PRESETS: &[(&str, PresetKey)] = &[
+    ("github", PresetKey::Header("x-github-delivery")),
+    ("standard_webhooks", PresetKey::Header("webhook-id")),
+    ("svix", PresetKey::Header("svix-id")),
+    ("shopify", PresetKey::Header("x-shopify-webhook-id")),
+    ("stripe", PresetKey::Json("id")),
+    // A convention: the callout must put a retry-stable id there.
+    ("salesforce", PresetKey::Json("id")),
+];
+
+/// Looks up a preset by name.
+pub fn preset(name: &str) -> Option<&'static PresetKey> {
+    PRESETS.iter().find(|(n, _)| *n == name).map(|(_, k)| k)
+}
+
+/// The names of all presets, for error messages.
+pub fn preset_names() -> String {
+    PRESETS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A source's dedupe rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dedupe {
+    pub key: KeySource,
+    pub ttl_ms: u64,
+}

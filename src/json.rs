@@ -1,0 +1,485 @@
+//! One-pass JSON path extraction.
+//!
+//! The filter needs a handful of scalar values (a dedupe id, ordering keys)
+//! out of a body that may be a megabyte. Building a document tree for that
+//! would cost an allocation per node, so this scanner validates the whole
+//! body in one pass, descends only into objects on a wanted path, and hands
+//! back strings borrowed from the body unless an escape forces a copy.
+//!
+//! Semantics (the contract the tests pin down):
+//! - the body must be valid JSON as a whole (RFC 8259, no BOM), valid UTF-8
+//!   everywhere, with no lone surrogate escape; otherwise nothing is found,
+//!   even a value seen before the error;
+//! - paths go through objects only, never into arrays;
+//! - object keys are compared after unescaping; with duplicate keys the last
+//!   one wins (a later duplicate replaces the whole earlier subtree);
+//! - an integer is returned as its exact decimal text (`-0` becomes `0`);
+//!   floats, booleans, null, objects and arrays are not scalars here.
+//!
+//! Off-path values are skipped with an explicit stack, so hostile nesting
+//! cannot overflow the (small, fixed) wasm stack. Recursion only follows the
+//! configured paths, whose depth the operator chose.
+
+use std::borrow::Cow;
+
+/// A path: object keys from the root, as configured (`data.object.id`).
+pub type Path = Vec<String>;
+
+/// A scalar found at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scalar<'a> {
+    /// A JSON string, unescaped.
+    Str(Cow<'a, str>),
+    /// A JSON integer, as exact decimal text.
+    Int(&'a str),
+}
+
+/// Splits a configured dot path. Returns `None` if any segment is empty.
+pub fn parse_path(text: &str) -> Option<Path> {
+    let segs: Path = text.split('.').map(str::to_owned).collect();
+    if segs.iter().any(String::is_empty) {
+        return None;
+    }
+    Some(segs)
+}
+
+/// Finds the scalar at each path. `None` when the body is not valid JSON;
+/// otherwise one slot per path, `None` where the path holds no scalar.
+pub fn extract<'a>(body: &'a [u8], paths: &[Path]) -> Option<Vec<Option<Scalar<'a>>>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let mut p = Parser {
+        s: text,
+        b: text.as_bytes(),
+        i: 0,
+        stack: Vec::new(),
+    };
+    let mut out: Vec<Option<Scalar<'a>>> = vec![None; paths.len()];
+    let all: Vec<usize> = (0..paths.len()).collect();
+    p.ws();
+    p.value_on(0, &all, paths, &mut out)?;
+    p.ws();
+    if p.i != p.b.len() {
+        return None;
+    }
+    Some(out)
+}
+
+/// Whether the whole body is valid JSON (the same grammar as `extract`).
+pub fn is_valid(body: &[u8]) -> bool {
+    extract(body, &[]).is_some()
+}
+
+struct Parser<'a> {
+    s: &'a str,
+    b: &'a [u8],
+    i: usize,
+    /// Open containers while skipping: true for an object.
+    stack: Vec<bool>,
+}
+
+impl<'a> Parser<'a> {
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    #[inline]
+    fn expect(&mut self, c: u8) -> Option<()> {
+        if self.peek()? == c {
+            self.i += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// A value at `depth` under the on-path candidates `cands` (indices into
+    /// `paths` whose first `depth` segments led here).
+    fn value_on(
+        &mut self,
+        depth: usize,
+        cands: &[usize],
+        paths: &[Path],
+        out: &mut [Option<Scalar<'a>>],
+    ) -> Option<()> {
+        let leaf = |c: &usize| paths.get(*c).is_some_and(|p| p.len() == depth);
+        match self.peek()? {
+            b'"' => {
+                let s = self.string()?;
+                for c in cands.iter().filter(|c| leaf(c)) {
+                    if let Some(slot) = out.get_mut(*c) {
+                        *slot = Some(Scalar::Str(s.clone()));
+                    }
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                if let Some(int) = self.number()? {
+                    for c in cands.iter().filter(|c| leaf(c)) {
+                        if let Some(slot) = out.get_mut(*c) {
+                            *slot = Some(Scalar::Int(int));
+                        }
+                    }
+                }
+            }
+            b'{' if cands.iter().any(|c| !leaf(c)) => self.object_on(depth, cands, paths, out)?,
+            _ => self.skip_value()?,
+        }
+        Some(())
+    }
+
+    fn object_on(
+        &mut self,
+        depth: usize,
+        cands: &[usize],
+        paths: &[Path],
+        out: &mut [Option<Scalar<'a>>],
+    ) -> Option<()> {
+        self.expect(b'{')?;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            self.ws();
+            self.expect(b':')?;
+            self.ws();
+            let sub: Vec<usize> = cands
+                .iter()
+                .copied()
+                .filter(|&c| {
+                    paths
+                        .get(c)
+                        .and_then(|p| p.get(depth))
+                        .is_some_and(|seg| *seg == *key)
+                })
+                .collect();
+            if sub.is_empty() {
+                self.skip_value()?;
+            } else {
+                // A duplicate key replaces everything an earlier one held.
+                for &c in &sub {
+                    if let Some(slot) = out.get_mut(c) {
+                        *slot = None;
+                    }
+                }
+                self.value_on(depth + 1, &sub, paths, out)?;
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    self.ws();
+                }
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Validates and skips one value of any depth without recursion.
+    fn skip_value(&mut self) -> Option<()> {
+        self.stack.clear();
+        loop {
+            // Expecting a value.
+            self.ws();
+            match self.peek()? {
+                b'{' => {
+                    self.i += 1;
+                    self.ws();
+                    if self.peek()? == b'}' {
+                        self.i += 1;
+                    } else {
+                        self.stack.push(true);
+                        self.member_key()?;
+                        continue;
+                    }
+                }
+                b'[' => {
+                    self.i += 1;
+                    self.ws();
+                    if self.peek()? == b']' {
+                        self.i += 1;
+                    } else {
+                        self.stack.push(false);
+                        continue;
+                    }
+                }
+                b'"' => self.skip_string()?,
+                b't' => self.literal(b"true")?,
+                b'f' => self.literal(b"false")?,
+                b'n' => self.literal(b"null")?,
+                b'-' | b'0'..=b'9' => {
+                    self.number()?;
+                }
+                _ => return None,
+            }
+            // After a value: close what ends here, or move to the next item.
+            loop {
+                let Some(&is_obj) = self.stack.last() else {
+                    return Some(());
+                };
+                self.ws();
+                match self.peek()? {
+                    b',' => {
+                        self.i += 1;
+                        if is_obj {
+                            self.ws();
+                            self.member_key()?;
+                        }
+                        break;
+                    }
+                    b'}' if is_obj => {
+                        self.i += 1;
+                        self.stack.pop();
+                    }
+                    b']' if !is_obj => {
+                        self.i += 1;
+                        self.stack.pop();
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// `"key" :` inside an object being skipped.
+    fn member_key(&mut self) -> Option<()> {
+        self.skip_string()?;
+        self.ws();
+        self.expect(b':')
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.i.checked_add(word.len())?;
+        if self.b.get(self.i..end)? == word {
+            self.i = end;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// Parses a number. `Some(Some(text))` for an integer, `Some(None)` for
+    /// any other valid number, `None` when it is not a JSON number.
+    fn number(&mut self) -> Option<Option<&'a str>> {
+        let start = self.i;
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        match self.peek()? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        let mut integer = true;
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            self.some_digits()?;
+            integer = false;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.i += 1;
+            }
+            self.some_digits()?;
+            integer = false;
+        }
+        if !integer {
+            return Some(None);
+        }
+        let text = self.s.get(start..self.i)?;
+        Some(Some(if text == "-0" { "0" } else { text }))
+    }
+
+    fn digits(&mut self) {
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    fn some_digits(&mut self) -> Option<()> {
+        let start = self.i;
+        self.digits();
+        (self.i > start).then_some(())
+    }
+
+    /// Advances over plain string bytes; stops at `"`, `\` or a control
+    /// byte (invalid inside a string). UTF-8 was validated up front.
+    #[inline]
+    fn plain_run(&mut self) {
+        while let Some(&c) = self.b.get(self.i) {
+            if c == b'"' || c == b'\\' || c < 0x20 {
+                break;
+            }
+            self.i += 1;
+        }
+    }
+
+    fn skip_string(&mut self) -> Option<()> {
+        self.expect(b'"')?;
+        loop {
+            self.plain_run();
+            match self.peek()? {
+                b'"' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                b'\\' => {
+                    self.escape()?;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Parses a string, borrowing it when it holds no escape.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.expect(b'"')?;
+        let start = self.i;
+        self.plain_run();
+        if self.peek()? == b'"' {
+            let s = self.s.get(start..self.i)?;
+            self.i += 1;
+            return Some(Cow::Borrowed(s));
+        }
+        let mut owned = String::from(self.s.get(start..self.i)?);
+        loop {
+            match self.peek()? {
+                b'"' => {
+                    self.i += 1;
+                    return Some(Cow::Owned(owned));
+                }
+                b'\\' => owned.push(self.escape()?),
+                _ => return None,
+            }
+            let run = self.i;
+            self.plain_run();
+            owned.push_str(self.s.get(run..self.i)?);
+        }
+    }
+
+    /// Decodes one escape sequence starting at the backslash.
+    fn escape(&mut self) -> Option<char> {
+        self.expect(b'\\')?;
+        let c = self.peek()?;
+        self.i += 1;
+        Some(match c {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = self.hex4()?;
+                match hi {
+                    0xD800..=0xDBFF => {
+                        self.expect(b'\\')?;
+                        self.expect(b'u')?;
+                        let lo = self.hex4()?;
+                        if !(0xDC00..=0xDFFF).contains(&lo) {
+                            return None;
+                        }
+                        char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?
+                    }
+                    0xDC00..=0xDFFF => return None,
+                    _ => char::from_u32(hi)?,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let mut v = 0u32;
+        for _ in 0..4 {
+            let d = (self.peek()? as char).to_digit(16)?;
+            v = v * 16 + d;
+            self.i += 1;
+        }
+        Some(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(body: &str, path: &str) -> Option<Option<String>> {
+        let paths = vec![parse_path(path).unwrap()];
+        extract(body.as_bytes(), &paths).map(|v| {
+            v.into_iter().next().flatten().map(|s| match s {
+                Scalar::Str(s) => format!("s:{s}"),
+                Scalar::Int(i) => format!("i:{i}"),
+            })
+        })
+    }
+
+    #[test]
+    fn finds_strings_and_integers() {
+        assert_eq!(one(r#"{"id":"evt_1"}"#, "id"), Some(Some("s:evt_1".into())));
+        assert_eq!(one(r#"{"id":-0}"#, "id"), Some(Some("i:0".into())));
+        assert_eq!(
+            one(r#"{"id":123456789012345678901234567890}"#, "id"),
+            Some(Some("i:123456789012345678901234567890".into()))
+        );
+        assert_eq!(one(r#"{"id":1.0}"#, "id"), Some(None));
+        assert_eq!(one(r#"{"id":1e3}"#, "id"), Some(None));
+        assert_eq!(
+            one(r#"{"a":{"b":{"c":"x"}}}"#, "a.b.c"),
+            Some(Some("s:x".into()))
+        );
+    }
+
+    #[test]
+    fn duplicates_last_wins_whole_subtree() {
+        assert_eq!(
+            one(r#"{"a":{"b":"1"},"a":{"c":"2"}}"#, "a.b"),
+            Some(None)
+        );
+        assert_eq!(one(r#"{"id":"1","id":"2"}"#, "id"), Some(Some("s:2".into())));
+        assert_eq!(one(r#"{"id":"1","id":null}"#, "id"), Some(None));
+    }
+
+    #[test]
+    fn invalid_anywhere_finds_nothing() {
+        assert_eq!(one(r#"{"id":"x"} x"#, "id"), None);
+        assert_eq!(one(r#"{"id":"x","y":"\ud800"}"#, "id"), None);
+        assert_eq!(one(r#"{"id":"x","y":01}"#, "id"), None);
+        assert_eq!(one("\u{feff}{\"id\":\"x\"}", "id"), None);
+        assert_eq!(one("", "id"), None);
+        assert!(extract(b"{\"id\":\"x\",\"y\":\"\xff\"}", &[]).is_none());
+    }
+
+    #[test]
+    fn escaped_keys_and_values() {
+        assert_eq!(
+            one(r#"{"\u0069d":"a\nb\ud83d\ude00"}"#, "id"),
+            Some(Some("s:a\nb\u{1f600}".into()))
+        );
+    }
+
+    #[test]
+    fn deep_nesting_does_not_recurse() {
+        let deep = "[".repeat(200_000) + &"]".repeat(200_000);
+        assert!(is_valid(deep.as_bytes()));
+        let body = format!(r#"{{"x":{deep},"id":"k"}}"#);
+        assert_eq!(one(&body, "id"), Some(Some("s:k".into())));
+        assert!(!is_valid("[".repeat(1000).as_bytes()));
+    }
+}

@@ -1,0 +1,17 @@
+//! hookstamp: webhook dedupe keys and ordering lanes, stamped in the proxy.
+//!
+//! Everything but `filter` is plain Rust with no proxy-wasm in it, so the
+//! native harness (`hookstamp check` / `hookstamp stamp`) and the tests run
+//! exactly the code the filter runs.
+
+pub mod config;
+pub mod dedupe;
+pub mod json;
+pub mod key;
+pub mod lanes;
+pub mod resolve;
+pub mod route;
+pub mod stamps;
+
+#[cfg(target_arch = "wasm32")]
+mod filter;

@@ -1,0 +1,148 @@
+//! The native harness: runs the filter's exact logic without a proxy.
+//!
+//!     hookstamp check CONFIG.json
+//!     hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-]
+
+use hookstamp::config::{self, Loaded};
+use hookstamp::resolve;
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage:
+  hookstamp check CONFIG.json
+  hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-]
+
+check  exits 0 with a one-line summary, or 1 with every config error, one a line.
+stamp  prints the filter's answer for one request as JSON:
+       {\"action\":\"forward\",\"headers\":[[name,value],...]}, {\"action\":\"reject\",\"status\":404}
+       or {\"action\":\"pass\"}; exits 2 on a bad config.";
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let cmd = args.first().and_then(|a| a.to_str()).unwrap_or("");
+    let result = match cmd {
+        "check" => check(&args[1..]),
+        "stamp" => stamp(&args[1..]),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => Err(usage("a command: check or stamp")),
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("{e}");
+        ExitCode::from(2)
+    })
+}
+
+fn usage(what: &str) -> String {
+    format!("hookstamp: expected {what}\n{USAGE}")
+}
+
+/// Reads and checks a config file; `Err` holds every error.
+fn load(path: &OsString) -> Result<Loaded, Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| vec![format!("config: cannot read {}: {e}", path.to_string_lossy())])?;
+    config::load(&text)
+}
+
+fn check(args: &[OsString]) -> Result<ExitCode, String> {
+    let [path] = args else {
+        return Err(usage("check CONFIG.json"));
+    };
+    match load(path) {
+        Ok(l) => {
+            for w in &l.warnings {
+                eprintln!("warning: {w}");
+            }
+            println!("{}", l.config.summary());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errs) => {
+            for e in errs {
+                println!("{e}");
+            }
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+struct StampArgs {
+    config: OsString,
+    path: String,
+    method: String,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Option<OsString>,
+}
+
+fn parse_stamp(args: &[OsString]) -> Result<StampArgs, String> {
+    let mut it = args.iter();
+    let config = it.next().ok_or_else(|| usage("stamp CONFIG.json"))?.clone();
+    let mut a = StampArgs {
+        config,
+        path: String::new(),
+        method: "POST".into(),
+        headers: Vec::new(),
+        body: None,
+    };
+    let mut have_path = false;
+    while let Some(flag) = it.next() {
+        let flag = flag.to_string_lossy();
+        let value = it
+            .next()
+            .ok_or_else(|| usage(&format!("a value after {flag}")))?;
+        let text = || value.to_str().map(str::to_owned).ok_or(format!("{flag}: not UTF-8"));
+        match flag.as_ref() {
+            "--path" => {
+                a.path = text()?;
+                have_path = true;
+            }
+            "--method" => a.method = text()?,
+            "-H" | "--header" => a.headers.push(header(value.as_bytes())?),
+            "--body" => a.body = Some(value.clone()),
+            other => return Err(usage(&format!("a known flag, not {other}"))),
+        }
+    }
+    if !have_path {
+        return Err(usage("--path"));
+    }
+    Ok(a)
+}
+
+/// `Name: value` as curl takes it: leading blanks of the value dropped.
+fn header(raw: &[u8]) -> Result<(String, Vec<u8>), String> {
+    let colon = raw
+        .iter()
+        .position(|&b| b == b':')
+        .ok_or("-H takes 'Name: value'")?;
+    let name = std::str::from_utf8(&raw[..colon]).map_err(|_| "-H: header name is not UTF-8")?;
+    let mut value = &raw[colon + 1..];
+    while let [b' ' | b'\t', rest @ ..] = value {
+        value = rest;
+    }
+    Ok((name.trim().to_ascii_lowercase(), value.to_vec()))
+}
+
+fn stamp(args: &[OsString]) -> Result<ExitCode, String> {
+    let a = parse_stamp(args)?;
+    let loaded = match load(&a.config) {
+        Ok(l) => l,
+        Err(errs) => return Err(errs.join("\n")),
+    };
+    let body = match &a.body {
+        None => Vec::new(),
+        Some(p) if p == "-" => {
+            let mut b = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut b)
+                .map_err(|e| format!("--body -: {e}"))?;
+            b
+        }
+        Some(p) => std::fs::read(p).map_err(|e| format!("--body {}: {e}", p.to_string_lossy()))?,
+    };
+    let outcome = resolve::handle(&loaded.config, &a.method, &a.path, &a.headers, &body);
+    println!("{}", outcome.to_json());
+    Ok(ExitCode::SUCCESS)
+}
