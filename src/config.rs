@@ -553,8 +553,13 @@ fn ordering_key(v: &Value, store: &StoreHeaders) -> Result<OrderingKey, String> 
         (1, Some(Value::String(h)), None) => {
             let h = key_header(h)?;
             if !store.keeps(&h) {
+                let why = if CREDENTIAL_HEADERS.contains(&h.as_str()) {
+                    " (a credential header is never stored)"
+                } else {
+                    ""
+                };
                 return Err(format!(
-                    "ordering_key header {h:?} is not kept by the source's store_headers, so a replay could not resolve the lane again"
+                    "ordering_key header {h:?} is not kept by the source's store_headers{why}, so a replay could not resolve the lane again"
                 ));
             }
             Ok(OrderingKey::Header(h))

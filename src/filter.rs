@@ -1,0 +1,343 @@
+//! The proxy-wasm glue: a root context that checks the configuration once,
+//! and an HTTP context per request that hands headers and body to the core.
+//!
+//! Every host call goes through `hostcalls`, which returns a status instead
+//! of panicking like the 0.2.x trait helpers do: a panic would abort the VM
+//! and fail every request behind it.
+
+use crate::config::{self, Config};
+use crate::resolve::{self, Body, Stamped};
+use crate::route::{self, Route, REJECT_BODY, REJECT_STATUS};
+use crate::stamps;
+use log::{error, info, warn};
+use proxy_wasm::hostcalls;
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, MetricType};
+use std::rc::Rc;
+
+proxy_wasm::main! {{
+    proxy_wasm::set_log_level(LogLevel::Info);
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root { shared: None }) });
+}}
+
+/// What every request of a configured filter shares, immutable.
+struct Shared {
+    config: Config,
+    metrics: Metrics,
+}
+
+/// Metric ids. Labels ride in the name as `.source=<id>;` and `.sink=<n>;`,
+/// which the bootstrap's stats_tags turn into Prometheus labels; a key is
+/// never part of a name.
+struct Metrics {
+    rejected: Option<u32>,
+    spoofed_unrouted: Option<u32>,
+    sources: Vec<SourceMetrics>,
+}
+
+struct SourceMetrics {
+    stamped: Option<u32>,
+    dedupe_key_missing: Option<u32>,
+    body_over_limit: Option<u32>,
+    spoofed: Option<u32>,
+    /// (sink index, counter) for each keyed lane.
+    lane_key_missing: Vec<(u16, Option<u32>)>,
+}
+
+fn metric(kind: MetricType, name: &str) -> Option<u32> {
+    match hostcalls::define_metric(kind, name) {
+        Ok(id) => Some(id),
+        Err(e) => {
+            warn!("hookstamp: cannot define metric {name}: {e:?}");
+            None
+        }
+    }
+}
+
+fn bump(id: Option<u32>, by: usize) {
+    if let Some(id) = id {
+        // A failed increment is not worth failing a request over.
+        let _ = hostcalls::increment_metric(id, i64::try_from(by).unwrap_or(i64::MAX));
+    }
+}
+
+impl Metrics {
+    fn define(cfg: &Config) -> Self {
+        let counter = |name: &str| metric(MetricType::Counter, name);
+        let sources = cfg
+            .sources
+            .iter()
+            .map(|s| {
+                let tag = format!(".source={};", s.id);
+                SourceMetrics {
+                    stamped: counter(&format!("hookstamp_requests_stamped_total{tag}")),
+                    dedupe_key_missing: counter(&format!("hookstamp_dedupe_key_missing_total{tag}")),
+                    body_over_limit: counter(&format!("hookstamp_body_over_limit_total{tag}")),
+                    spoofed: counter(&format!("hookstamp_spoofed_headers_stripped_total{tag}")),
+                    lane_key_missing: s
+                        .lanes
+                        .iter()
+                        .filter(|l| l.key.is_some())
+                        .map(|l| {
+                            let name = format!("hookstamp_lane_key_missing_total{tag}.sink={};", l.sink);
+                            (l.sink, counter(&name))
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        if let Some(g) = metric(MetricType::Gauge, "hookstamp_sources_without_dedupe") {
+            let _ = hostcalls::record_metric(g, cfg.undeduped().count() as u64);
+        }
+        Metrics {
+            rejected: counter("hookstamp_requests_rejected_total"),
+            spoofed_unrouted: counter("hookstamp_spoofed_headers_stripped_unrouted_total"),
+            sources,
+        }
+    }
+
+    fn stamped(&self, source: usize, s: &Stamped, spoofed: usize) {
+        let Some(m) = self.sources.get(source) else {
+            return;
+        };
+        bump(m.stamped, 1);
+        if spoofed > 0 {
+            bump(m.spoofed, spoofed);
+        }
+        if s.dedupe_key_missing {
+            bump(m.dedupe_key_missing, 1);
+        }
+        if s.body_too_large {
+            bump(m.body_over_limit, 1);
+        }
+        for sink in &s.lane_keys_missing {
+            if let Some((_, id)) = m.lane_key_missing.iter().find(|(k, _)| k == sink) {
+                bump(*id, 1);
+            }
+        }
+    }
+}
+
+struct Root {
+    shared: Option<Rc<Shared>>,
+}
+
+impl Context for Root {}
+
+impl RootContext for Root {
+    fn on_configure(&mut self, _size: usize) -> bool {
+        let raw = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
+            Ok(Some(raw)) => raw,
+            _ => {
+                error!("hookstamp: config: the plugin configuration is empty");
+                return false;
+            }
+        };
+        let Ok(text) = std::str::from_utf8(&raw) else {
+            error!("hookstamp: config: the plugin configuration is not UTF-8");
+            return false;
+        };
+        match config::load(text) {
+            Ok(loaded) => {
+                for w in &loaded.warnings {
+                    warn!("hookstamp: {w}");
+                }
+                let metrics = Metrics::define(&loaded.config);
+                info!("hookstamp: {}", loaded.config.summary());
+                self.shared = Some(Rc::new(Shared {
+                    config: loaded.config,
+                    metrics,
+                }));
+                true
+            }
+            Err(errs) => {
+                for e in &errs {
+                    error!("hookstamp: {e}");
+                }
+                error!("hookstamp: rejected the configuration ({} error(s))", errs.len());
+                false
+            }
+        }
+    }
+
+    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        // The SDK panics on None, so an unconfigured filter still gets a
+        // context; it answers 500 instead of forwarding unstamped hooks.
+        Some(Box::new(Request {
+            shared: self.shared.clone(),
+            pending: None,
+        }))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+/// A routed request whose stamps wait for the body.
+struct Pending {
+    source: usize,
+    tenant: String,
+    headers: Vec<(String, Vec<u8>)>,
+    spoofed: usize,
+    /// The buffered body length Envoy last reported.
+    seen: usize,
+}
+
+struct Request {
+    shared: Option<Rc<Shared>>,
+    pending: Option<Pending>,
+}
+
+impl Context for Request {}
+
+/// Answers from the filter; the request goes no further.
+fn reply(status: u32, body: &str) -> Action {
+    let headers = vec![("content-type", "application/json")];
+    if let Err(e) = hostcalls::send_http_response(status, headers, Some(body.as_bytes())) {
+        error!("hookstamp: cannot send a local reply: {e:?}");
+    }
+    Action::Pause
+}
+
+fn internal_error(what: &str) -> Action {
+    error!("hookstamp: {what}");
+    reply(500, r#"{"error":"hookstamp_internal"}"#)
+}
+
+/// Adds the stamps to the request headers.
+fn add_stamps(s: &Stamped) -> Result<(), String> {
+    for (name, value) in &s.headers {
+        hostcalls::add_map_value(MapType::HttpRequestHeaders, name, value)
+            .map_err(|e| format!("cannot add {name}: {e:?}"))?;
+    }
+    Ok(())
+}
+
+/// Removes every stamp-namespace header; returns how many there were and
+/// the remaining headers.
+fn strip(headers: Vec<(String, Vec<u8>)>) -> Result<(usize, Vec<(String, Vec<u8>)>), String> {
+    let (spoofed, kept): (Vec<_>, Vec<_>) = headers
+        .into_iter()
+        .partition(|(n, _)| stamps::is_stamp_header(n));
+    let mut names: Vec<&str> = spoofed.iter().map(|(n, _)| n.as_str()).collect();
+    names.dedup();
+    for n in names {
+        hostcalls::remove_map_value(MapType::HttpRequestHeaders, n)
+            .map_err(|e| format!("cannot remove {n}: {e:?}"))?;
+    }
+    Ok((spoofed.len(), kept))
+}
+
+fn header_text<'h>(headers: &'h [(String, Vec<u8>)], name: &str) -> &'h str {
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .unwrap_or("")
+}
+
+impl Request {
+    fn finish(&self, shared: &Shared, p: &Pending, body: Body) -> Action {
+        let Some(src) = shared.config.sources.get(p.source) else {
+            return internal_error("routed to a missing source");
+        };
+        let stamped = resolve::stamp(src, &p.tenant, &p.headers, body);
+        if let Err(e) = add_stamps(&stamped) {
+            return internal_error(&e);
+        }
+        shared.metrics.stamped(p.source, &stamped, p.spoofed);
+        Action::Continue
+    }
+
+    /// Finishes a buffered request with the body Envoy holds.
+    fn finish_buffered(&mut self) -> Action {
+        let (Some(shared), Some(p)) = (self.shared.clone(), self.pending.take()) else {
+            return Action::Continue;
+        };
+        let max = shared.config.max_json_bytes;
+        if p.seen > max {
+            return self.finish(&shared, &p, Body::TooLarge);
+        }
+        let bytes = match hostcalls::get_buffer(BufferType::HttpRequestBody, 0, p.seen) {
+            Ok(b) => b.unwrap_or_default(),
+            Err(e) => return internal_error(&format!("cannot read the body: {e:?}")),
+        };
+        self.finish(&shared, &p, Body::of(&bytes, max))
+    }
+}
+
+impl HttpContext for Request {
+    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        let Some(shared) = self.shared.clone() else {
+            return internal_error("request on an unconfigured filter");
+        };
+        let headers = match hostcalls::get_map_bytes(MapType::HttpRequestHeaders) {
+            Ok(h) => h,
+            Err(e) => return internal_error(&format!("cannot read request headers: {e:?}")),
+        };
+        // Strip first, on every request: a client never chooses its stamps.
+        let (spoofed, headers) = match strip(headers) {
+            Ok(s) => s,
+            Err(e) => return internal_error(&e),
+        };
+        let cfg = &shared.config;
+        let method = header_text(&headers, ":method");
+        let path = header_text(&headers, ":path");
+        let (source, tenant) = match route::route(cfg, method, path) {
+            Route::Pass => {
+                bump(shared.metrics.spoofed_unrouted, spoofed);
+                return Action::Continue;
+            }
+            Route::Reject => {
+                bump(shared.metrics.spoofed_unrouted, spoofed);
+                bump(shared.metrics.rejected, 1);
+                return reply(REJECT_STATUS, REJECT_BODY);
+            }
+            Route::Source { source, tenant } => (source, tenant),
+        };
+        let needs_body = cfg.sources.get(source).is_some_and(|s| s.needs_body());
+        let declared = header_text(&headers, "content-length").parse::<u64>().ok();
+        let p = Pending {
+            source,
+            tenant,
+            headers,
+            spoofed,
+            seen: 0,
+        };
+        if !needs_body || end_of_stream {
+            return self.finish(&shared, &p, Body::Bytes(&[]));
+        }
+        if declared.is_some_and(|n| n > cfg.max_json_bytes as u64) {
+            // Never wait for a body that will not be decoded.
+            return self.finish(&shared, &p, Body::TooLarge);
+        }
+        self.pending = Some(p);
+        // Hold the headers until the body is in (allow_on_headers_stop_iteration).
+        Action::Pause
+    }
+
+    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        let Some(p) = self.pending.as_mut() else {
+            return Action::Continue;
+        };
+        p.seen = body_size;
+        let over = self
+            .shared
+            .as_ref()
+            .is_some_and(|s| body_size > s.config.max_json_bytes);
+        if end_of_stream || over {
+            return self.finish_buffered();
+        }
+        // Keep buffering.
+        Action::Pause
+    }
+
+    fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
+        // With trailers, end_of_stream never reaches the body callback.
+        if self.pending.is_some() {
+            return self.finish_buffered();
+        }
+        Action::Continue
+    }
+}

@@ -1,0 +1,49 @@
+"""The shared case table (tests/cases/*.json): loading, bodies, and the
+native harness's answer for a case. Used by the Envoy tests and by bless."""
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = ROOT / "tests" / "cases"
+HARNESS = Path(os.environ.get("HOOKSTAMP_BIN", ROOT / "target" / "debug" / "hookstamp"))
+
+
+def tables():
+    """[(name, table)] for every case file, sorted by name."""
+    return [(p.stem, json.loads(p.read_text())) for p in sorted(CASES.glob("*.json"))]
+
+
+def body_of(req):
+    """The request body as bytes: body (text), body_hex, or body_pad
+    (prefix + fill repeated so that the whole is `size` bytes + suffix)."""
+    if "body" in req:
+        return req["body"].encode()
+    if "body_hex" in req:
+        return bytes.fromhex(req["body_hex"])
+    if "body_pad" in req:
+        p = req["body_pad"]
+        head, tail = p["prefix"].encode(), p["suffix"].encode()
+        n = p["size"] - len(head) - len(tail)
+        return head + p["fill"].encode() * n + tail
+    return None
+
+
+def harness(config, req):
+    """What `hookstamp stamp` answers for this case."""
+    with tempfile.TemporaryDirectory() as d:
+        cfg = Path(d) / "config.json"
+        cfg.write_text(json.dumps(config))
+        args = [str(HARNESS), "stamp", str(cfg), "--path", req["path"],
+                "--method", req.get("method", "POST")]
+        for name, value in req.get("headers", []):
+            args += ["-H", f"{name}: {value}"]
+        body = body_of(req)
+        if body is not None:
+            (Path(d) / "body").write_bytes(body)
+            args += ["--body", str(Path(d) / "body")]
+        out = subprocess.run(args, check=True, capture_output=True)
+        return json.loads(out.stdout)

@@ -1,0 +1,98 @@
+//! Runs the shared case table (tests/cases/*.json) and the config error
+//! table (tests/config_errors.json) through the core. The Envoy suite
+//! replays the same tables through the real filter.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use hookstamp::{config, resolve};
+use serde_json::{json, Value};
+use std::path::Path;
+
+fn body_of(req: &Value) -> Vec<u8> {
+    if let Some(b) = req.get("body").and_then(Value::as_str) {
+        return b.as_bytes().to_vec();
+    }
+    if let Some(h) = req.get("body_hex").and_then(Value::as_str) {
+        return hex::decode(h).unwrap();
+    }
+    if let Some(p) = req.get("body_pad") {
+        let head = p["prefix"].as_str().unwrap().as_bytes();
+        let tail = p["suffix"].as_str().unwrap().as_bytes();
+        let fill = p["fill"].as_str().unwrap().as_bytes();
+        let n = p["size"].as_u64().unwrap() as usize - head.len() - tail.len();
+        let mut b = head.to_vec();
+        b.extend(fill.iter().cycle().take(n * fill.len()));
+        b.extend_from_slice(tail);
+        return b;
+    }
+    Vec::new()
+}
+
+#[test]
+fn case_table() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for file in files {
+        let table: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let loaded = config::load(&table["config"].to_string())
+            .unwrap_or_else(|e| panic!("{}: config: {e:?}", file.display()));
+        for case in table["cases"].as_array().unwrap() {
+            let req = &case["request"];
+            let headers: Vec<(String, String)> = req
+                .get("headers")
+                .and_then(Value::as_array)
+                .map(|hs| {
+                    hs.iter()
+                        .map(|h| (h[0].as_str().unwrap().to_owned(), h[1].as_str().unwrap().to_owned()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let method = req.get("method").and_then(Value::as_str).unwrap_or("POST");
+            let path = req["path"].as_str().unwrap();
+            let got = resolve::handle(&loaded.config, method, path, &headers, &body_of(req)).to_json();
+            if got != case["expect"] {
+                failures.push(format!(
+                    "{} / {}:\n  want {}\n  got  {got}",
+                    file.display(),
+                    case["name"],
+                    case["expect"]
+                ));
+            }
+            ran += 1;
+        }
+    }
+    assert!(ran > 50, "the table ran only {ran} cases");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn config_error_table() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/config_errors.json");
+    let rows: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(rows.len() > 20);
+    for row in rows {
+        let text = match (row.get("config_text"), row.get("sinks_repeat")) {
+            (Some(t), _) => t.as_str().unwrap().to_owned(),
+            (None, Some(n)) => {
+                let mut cfg = row["config"].clone();
+                cfg["sources"][0]["sinks"] = json!(vec![json!({}); n.as_u64().unwrap() as usize]);
+                cfg.to_string()
+            }
+            (None, None) => row["config"].to_string(),
+        };
+        let errs = config::load(&text).expect_err(row["name"].as_str().unwrap());
+        let want: Vec<String> = serde_json::from_value(row["errors"].clone()).unwrap();
+        assert_eq!(errs, want, "{}", row["name"]);
+    }
+}
+
+#[test]
+fn undeduped_sources_warn_once_each() {
+    let l = config::load(r#"{"sources":[{"id":"a"},{"id":"b","dedupe":"github"},{"id":"c"}]}"#).unwrap();
+    assert_eq!(l.warnings.len(), 2);
+    assert!(l.warnings[0].contains("'a'"));
+    assert_eq!(l.config.undeduped().count(), 2);
+    assert_eq!(l.config.summary(), "ok: 3 source(s), 0 ordered sink(s), without dedupe: a, c");
+}
