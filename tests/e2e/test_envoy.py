@@ -1,0 +1,213 @@
+"""The real filter in a real Envoy: the shared case table replayed through
+it, plus what only a proxy can show (spoofing, chunked and oversized bodies,
+HTTP/2 trailers, metrics, refused configs). Envoy missing is a failure."""
+
+import hashlib
+import json
+import re
+import socket
+import subprocess
+import uuid
+
+import pytest
+
+import proxy
+import upstream
+from cases import ROOT, body_of, harness, tables
+
+TABLES = dict(tables())
+SPOOF = [("X-Hookstamp-Dedupe-Key", "evil"), ("x-hookstamp-lane-0", "0" * 32),
+         ("X-HOOKSTAMP-SOURCE", "stripe"), ("x-hookstamp-anything", "x")]
+
+# The Envoy-only configuration: a unique source id so its counters are ours.
+BIG = {"sources": [{"id": "big", "dedupe": "stripe", "sinks": [
+    {"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]}]}
+
+
+@pytest.fixture(scope="session")
+def env():
+    up = upstream.start()
+    configs = {name: (proxy.free_port(), t["config"]) for name, t in TABLES.items()}
+    configs["big"] = (proxy.free_port(), BIG)
+    e = proxy.Envoy(proxy.bootstrap(configs, up.server_address[1], proxy.free_port()))
+    assert e.proc.poll() is None, e.log_text()[-4000:]
+    yield {"envoy": e, "up": up, "ports": {n: p for n, (p, _) in configs.items()}}
+    e.stop()
+    # The VM must never have failed under any of it.
+    assert "panicked" not in e.log_text()
+
+
+def send(env, table, req, extra=(), **kw):
+    """Sends a table request through Envoy; returns (outcome, record)."""
+    tid = uuid.uuid4().hex
+    body = body_of(req)
+    if "chunks" in kw:
+        body = None
+    status, _, reply = proxy.request(
+        env["ports"][table], req.get("method", "POST"), req["path"],
+        list(req.get("headers", [])) + list(extra), body=body, test_id=tid, **kw)
+    record = env["up"].records.get(tid)
+    if status == 404 and record is None:
+        assert json.loads(reply) == {"error": "unknown_source"}
+        return {"action": "reject", "status": 404}, None
+    assert status == 200, reply
+    assert record is not None
+    if not record["stamps"]:
+        return {"action": "pass"}, record
+    return {"action": "forward", "headers": record["stamps"]}, record
+
+
+CASES = [(t, i, c["name"]) for t, table in TABLES.items() for i, c in enumerate(table["cases"])]
+
+
+@pytest.mark.parametrize("spoofed", [False, True], ids=["plain", "spoofed"])
+@pytest.mark.parametrize("table,index,name", CASES, ids=[f"{t}:{n}" for t, _, n in CASES])
+def test_case_table(env, table, index, name, spoofed):
+    case = TABLES[table]["cases"][index]
+    # The native harness and the table agree...
+    assert harness(TABLES[table]["config"], case["request"]) == case["expect"]
+    # ...and so does the real filter, whatever stamps the client sent.
+    got, record = send(env, table, case["request"], SPOOF if spoofed else ())
+    assert got == case["expect"]
+    if record is not None:
+        body = body_of(case["request"]) or b""
+        assert record["body_bytes"] == len(body)
+        assert record["body_sha256"] == hashlib.sha256(body).hexdigest()
+
+
+def table_case(table, name):
+    return next(c for c in TABLES[table]["cases"] if c["name"] == name)
+
+
+@pytest.mark.parametrize("split", [1, 7, 4096])
+def test_chunked_body_gives_the_same_stamps(env, split):
+    case = table_case("stripe", "full event")
+    body = body_of(case["request"])
+    chunks = [body[i:i + split] for i in range(0, len(body), split)]
+    got, record = send(env, "stripe", case["request"], chunks=chunks)
+    assert got == case["expect"]
+    assert record["body_bytes"] == len(body)
+
+
+@pytest.mark.parametrize("size,chunked", [(1048577, False), (1048577, True),
+                                          (10 * 1048576, False), (10 * 1048576, True)])
+def test_oversized_body_forwarded_whole_keys_missing(env, size, chunked):
+    head, tail = b'{"id":"evt_big","data":{"object":{"customer":"cus_1"}},"pad":"', b'"}'
+    body = head + b"x" * (size - len(head) - len(tail)) + tail
+    req = {"path": "/webhooks/big"}
+    before = counter(env, "hookstamp_body_over_limit_total", source="big")
+    kw = {"chunks": [body[i:i + 65536] for i in range(0, len(body), 65536)]} if chunked else {}
+    tid = uuid.uuid4().hex
+    status, _, reply = proxy.request(env["ports"]["big"], "POST", req["path"], [],
+                                     body=None if chunked else body, test_id=tid, timeout=60, **kw)
+    assert status == 200, reply
+    rec = env["up"].records[tid]
+    assert rec["body_bytes"] == len(body)
+    assert rec["body_sha256"] == hashlib.sha256(body).hexdigest()
+    names = [n for n, _ in rec["stamps"]]
+    assert "x-hookstamp-dedupe-key" not in names
+    assert dict(rec["stamps"])["x-hookstamp-lane-0-key"] == ""
+    assert counter(env, "hookstamp_body_over_limit_total", source="big") == before + 1
+
+
+def test_no_body_is_stamped_at_the_headers(env):
+    case = table_case("stripe", "no body: no json keys")
+    got, record = send(env, "stripe", case["request"])
+    assert got == case["expect"]
+    assert record["body_bytes"] == 0
+
+
+def test_spoofed_headers_stripped_on_pass_and_reject(env):
+    before = counter(env, "hookstamp_spoofed_headers_stripped_unrouted_total")
+    got, rec = send(env, "stripe", {"method": "GET", "path": "/webhooks/stripe"}, SPOOF)
+    assert got == {"action": "pass"} and rec["stamps"] == []
+    got, _ = send(env, "stripe", {"path": "/webhooks/nope", "body": "{}"}, SPOOF)
+    assert got == {"action": "reject", "status": 404}
+    assert counter(env, "hookstamp_spoofed_headers_stripped_unrouted_total") == before + 2 * len(SPOOF)
+
+
+def counter(env, name, **labels):
+    """A metric's value from /stats/prometheus (0 when absent)."""
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in env["envoy"].stats().splitlines():
+        m = re.match(r"^(\w+)\{(.*)\} (\S+)$", line)
+        if m and m.group(1) == name and m.group(2) == want:
+            return int(float(m.group(3)))
+    return 0
+
+
+def test_lane_key_missing_counter_rises(env):
+    name = "hookstamp_lane_key_missing_total"
+    before = counter(env, name, source="big", sink="0")
+    for _ in range(3):
+        send(env, "big", {"path": "/webhooks/big", "body": '{"id":"e","data":{"object":{}}}'})
+    send(env, "big", {"path": "/webhooks/big", "body": '{"id":"e","data":{"object":{"customer":"c"}}}'})
+    assert counter(env, name, source="big", sink="0") == before + 3
+    text = env["envoy"].stats()
+    assert f'{name}{{source="big",sink="0"}}' in text
+    assert "hookstamp_requests_stamped_total{source=\"big\"}" in text
+    assert re.search(r"^hookstamp_sources_without_dedupe\{\} \d+$", text, re.M)
+    # No key ever leaks into a metric name.
+    assert "cus_" not in text and "evt_" not in text
+
+
+def h2_request(port, path, headers, body, trailers):
+    """One HTTP/2 (prior knowledge) request with trailers; returns (status, body)."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(conn.data_to_send())
+        sid = conn.get_next_available_stream_id()
+        conn.send_headers(sid, [(":method", "POST"), (":path", path), (":scheme", "http"),
+                                (":authority", "hookstamp.test")] + headers)
+        conn.send_data(sid, body)
+        conn.send_headers(sid, trailers, end_stream=True)
+        s.sendall(conn.data_to_send())
+        status, data, done = None, b"", False
+        while not done:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            for ev in conn.receive_data(chunk):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    status = dict(ev.headers)[b":status"].decode()
+                elif isinstance(ev, h2.events.DataReceived):
+                    data += ev.data
+                    conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    done = True
+            s.sendall(conn.data_to_send())
+        return status, data
+
+
+def test_http2_with_trailers(env):
+    case = table_case("stripe", "full event")
+    req = case["request"]
+    tid = uuid.uuid4().hex
+    status, _ = h2_request(env["ports"]["stripe"], req["path"],
+                           [(k.lower(), v) for k, v in req["headers"]] + [("x-test-id", tid)],
+                           body_of(req), [("x-trailer", "t")])
+    assert status == "200"
+    assert env["up"].records[tid]["stamps"] == case["expect"]["headers"]
+
+
+def test_bad_config_is_refused_naming_the_source(env):
+    bad = {"sources": [{"id": "stripe", "dedupe": "strpe",
+                        "sinks": [{"type": "sqs", "ordering_key": {"header": "x-id"}}]}]}
+    boot = proxy.bootstrap({"bad": (proxy.free_port(), bad)}, env["up"].server_address[1], proxy.free_port())
+    code, log = proxy.wait_exit(boot)
+    assert code != 0
+    assert "dedupe: source 'stripe': unknown preset \"strpe\"" in log
+    assert "sink: source 'stripe' sink 0 (sqs): ordering_key needs \"ordered\": true" in log
+
+
+def test_example_configs_validate():
+    files = sorted((ROOT / "envoy").glob("*.yaml"))
+    assert files, "no example Envoy configs"
+    for f in files:
+        r = subprocess.run([proxy.envoy_bin(), "--mode", "validate", "-c", str(f)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"{f}: {r.stdout[-2000:]}{r.stderr[-2000:]}"

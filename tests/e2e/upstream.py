@@ -1,0 +1,85 @@
+"""A small upstream that records what it received and answers with it.
+
+The reply body is JSON: the x-hookstamp-* headers in arrival order, the body
+length and its SHA-256, so a curl through Envoy shows the stamps. Run alone
+(`python3 tests/e2e/upstream.py --port 8080`) it is the demo upstream of
+`make run`; the Envoy tests start it in-process and read `records`.
+"""
+
+import argparse
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Recorder(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+    def __init__(self, addr):
+        super().__init__(addr, Handler)
+        self.lock = threading.Lock()
+        self.records = {}  # x-test-id -> record
+        self.count = 0
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def read_body(self):
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            out = bytearray()
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return bytes(out)
+                out += self.rfile.read(size)
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("content-length", 0) or 0))
+
+    def handle_any(self):
+        body = self.read_body()
+        stamps = [[k.lower(), v] for k, v in self.headers.items()
+                  if k.lower().startswith("x-hookstamp-")]
+        record = {
+            "method": self.command,
+            "path": self.path,
+            "stamps": stamps,
+            "body_bytes": len(body),
+            "body_sha256": hashlib.sha256(body).hexdigest(),
+        }
+        with self.server.lock:
+            self.server.count += 1
+            tid = self.headers.get("x-test-id")
+            if tid:
+                self.server.records[tid] = record
+        reply = json.dumps(record, indent=1).encode() + b"\n"
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = handle_any
+
+
+def start(port=0):
+    """Starts a recorder on 127.0.0.1 in a thread; returns it."""
+    srv = Recorder(("127.0.0.1", port))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=8080)
+    args = ap.parse_args()
+    srv = Recorder(("127.0.0.1", args.port))
+    print(f"upstream: listening on 127.0.0.1:{args.port}", flush=True)
+    srv.serve_forever()
