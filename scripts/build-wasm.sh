@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Builds target/hookstamp.wasm (release, wasm32-wasip1, lto, panic=abort).
+# Builds target/hookstamp.wasm (release, wasm32-wasip1, lto, panic=abort);
+# `build-wasm.sh clippy` lints the wasm glue instead (warnings denied).
 # Uses rustup's wasm32-wasip1 target where it is installed; otherwise
 # Debian's rustc-web + rust-web-src + lld, building std from source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=wasm32-wasip1
-if rustup target list --installed 2>/dev/null | grep -qx "$target"; then
-  cargo build --release --lib --target "$target"
+cmd=${1:-build}
+extra=()
+[ "$cmd" = clippy ] && extra=(-- -D warnings)
+if [ "${HOOKSTAMP_WASM_ROUTE:-}" != debian ] && rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+  cargo "$cmd" --release --lib --target "$target" "${extra[@]}"
   out=target/$target/release/hookstamp.wasm
 else
   # Separate target dir: another rustc must not invalidate the native build.
@@ -14,8 +18,9 @@ else
   CARGO_TARGET_DIR=target/debian-wasm \
   CARGO_TARGET_WASM32_WASIP1_LINKER=wasm-ld \
   CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-L /usr/lib/wasm32-wasi" \
-    /usr/bin/cargo build --release --lib --target "$target" -Zbuild-std=std,panic_abort
+    /usr/bin/cargo "$cmd" --release --lib --target "$target" -Zbuild-std=std,panic_abort "${extra[@]}"
   out=target/debian-wasm/$target/release/hookstamp.wasm
 fi
+[ "$cmd" = clippy ] && exit 0
 cp "$out" target/hookstamp.wasm
 echo "built target/hookstamp.wasm ($(stat -c %s target/hookstamp.wasm) bytes)"

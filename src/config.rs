@@ -35,7 +35,12 @@ pub enum Delivery {
 pub const DEFAULT_TENANT: &str = "default";
 
 /// Headers that `store_headers: "all"` never stores.
-const CREDENTIAL_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie", "x-api-key"];
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+];
 
 const MAX_ID: usize = 64;
 const MAX_SINKS: usize = 65535;
@@ -150,8 +155,7 @@ fn field<'v>(obj: &'v Map<String, Value>, name: &str) -> Option<&'v Value> {
 
 fn id_ok(s: &str, extra: &[u8]) -> bool {
     (1..=MAX_ID).contains(&s.len())
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || extra.contains(&b))
 }
 
@@ -274,7 +278,9 @@ fn check_source(i: usize, v: &Value, delivery: Delivery, errs: &mut Vec<String>)
     let id = match obj.get("id") {
         Some(Value::String(s)) => s.clone(),
         _ => {
-            errs.push(format!("source: source #{i}: id is required and must be a string"));
+            errs.push(format!(
+                "source: source #{i}: id is required and must be a string"
+            ));
             format!("#{i}")
         }
     };
@@ -308,7 +314,10 @@ fn check_source(i: usize, v: &Value, delivery: Delivery, errs: &mut Vec<String>)
         None => {}
         Some(Value::Array(sinks)) => {
             if sinks.len() > MAX_SINKS {
-                errs.push(format!("sink: {name}: at most {MAX_SINKS} sinks, got {}", sinks.len()));
+                errs.push(format!(
+                    "sink: {name}: at most {MAX_SINKS} sinks, got {}",
+                    sinks.len()
+                ));
             }
             for (idx, s) in sinks.iter().enumerate().take(MAX_SINKS) {
                 let ctx = SinkCtx {
@@ -388,7 +397,12 @@ fn key_path(p: &str) -> Result<Path, String> {
     json::parse_path(p).ok_or_else(|| format!("json path {p:?} has an empty segment"))
 }
 
-fn check_dedupe(v: &Value, name: &str, paths: &mut Vec<Path>, errs: &mut Vec<String>) -> Option<Dedupe> {
+fn check_dedupe(
+    v: &Value,
+    name: &str,
+    paths: &mut Vec<Path>,
+    errs: &mut Vec<String>,
+) -> Option<Dedupe> {
     let ctx = format!("dedupe: {name}");
     let (obj, preset) = match v {
         Value::String(p) => (None, Some(p.as_str())),
@@ -425,7 +439,9 @@ fn check_dedupe(v: &Value, name: &str, paths: &mut Vec<Path>, errs: &mut Vec<Str
             return None;
         }
         (None, _) => {
-            errs.push(format!("{ctx}: takes exactly one of preset, header or json"));
+            errs.push(format!(
+                "{ctx}: takes exactly one of preset, header or json"
+            ));
             return None;
         }
     };
@@ -469,10 +485,18 @@ struct SinkCtx<'a> {
 }
 
 /// Checks one sink; returns its lane when it is ordered.
-fn check_sink(ctx: &SinkCtx, v: &Value, paths: &mut Vec<Path>, errs: &mut Vec<String>) -> Option<Lane> {
+fn check_sink(
+    ctx: &SinkCtx,
+    v: &Value,
+    paths: &mut Vec<Path>,
+    errs: &mut Vec<String>,
+) -> Option<Lane> {
     let before = errs.len();
     let Some(obj) = v.as_object() else {
-        errs.push(format!("sink: {} sink {}: must be an object", ctx.name, ctx.index));
+        errs.push(format!(
+            "sink: {} sink {}: must be an object",
+            ctx.name, ctx.index
+        ));
         return None;
     };
     let kind = match field(obj, "type") {

@@ -71,7 +71,9 @@ impl Metrics {
                 let tag = format!(".source={};", s.id);
                 SourceMetrics {
                     stamped: counter(&format!("hookstamp_requests_stamped_total{tag}")),
-                    dedupe_key_missing: counter(&format!("hookstamp_dedupe_key_missing_total{tag}")),
+                    dedupe_key_missing: counter(&format!(
+                        "hookstamp_dedupe_key_missing_total{tag}"
+                    )),
                     body_over_limit: counter(&format!("hookstamp_body_over_limit_total{tag}")),
                     spoofed: counter(&format!("hookstamp_spoofed_headers_stripped_total{tag}")),
                     lane_key_missing: s
@@ -79,7 +81,8 @@ impl Metrics {
                         .iter()
                         .filter(|l| l.key.is_some())
                         .map(|l| {
-                            let name = format!("hookstamp_lane_key_missing_total{tag}.sink={};", l.sink);
+                            let name =
+                                format!("hookstamp_lane_key_missing_total{tag}.sink={};", l.sink);
                             (l.sink, counter(&name))
                         })
                         .collect(),
@@ -178,7 +181,7 @@ impl RootContext for Root {
 struct Pending {
     source: usize,
     tenant: String,
-    headers: Vec<(String, Vec<u8>)>,
+    headers: Headers,
     spoofed: usize,
     /// The buffered body length Envoy last reported.
     seen: usize,
@@ -214,9 +217,12 @@ fn add_stamps(s: &Stamped) -> Result<(), String> {
     Ok(())
 }
 
+/// A header list as the host hands it: names, and values as bytes.
+type Headers = Vec<(String, Vec<u8>)>;
+
 /// Removes every stamp-namespace header; returns how many there were and
 /// the remaining headers.
-fn strip(headers: Vec<(String, Vec<u8>)>) -> Result<(usize, Vec<(String, Vec<u8>)>), String> {
+fn strip(headers: Headers) -> Result<(usize, Headers), String> {
     let (spoofed, kept): (Vec<_>, Vec<_>) = headers
         .into_iter()
         .partition(|(n, _)| stamps::is_stamp_header(n));
@@ -229,7 +235,7 @@ fn strip(headers: Vec<(String, Vec<u8>)>) -> Result<(usize, Vec<(String, Vec<u8>
     Ok((spoofed.len(), kept))
 }
 
-fn header_text<'h>(headers: &'h [(String, Vec<u8>)], name: &str) -> &'h str {
+fn header_text<'h>(headers: &'h Headers, name: &str) -> &'h str {
     headers
         .iter()
         .find(|(n, _)| n == name)

@@ -43,8 +43,12 @@ fn usage(what: &str) -> String {
 
 /// Reads and checks a config file; `Err` holds every error.
 fn load(path: &OsString) -> Result<Loaded, Vec<String>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| vec![format!("config: cannot read {}: {e}", path.to_string_lossy())])?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        vec![format!(
+            "config: cannot read {}: {e}",
+            path.to_string_lossy()
+        )]
+    })?;
     config::load(&text)
 }
 
@@ -93,7 +97,12 @@ fn parse_stamp(args: &[OsString]) -> Result<StampArgs, String> {
         let value = it
             .next()
             .ok_or_else(|| usage(&format!("a value after {flag}")))?;
-        let text = || value.to_str().map(str::to_owned).ok_or(format!("{flag}: not UTF-8"));
+        let text = || {
+            value
+                .to_str()
+                .map(str::to_owned)
+                .ok_or(format!("{flag}: not UTF-8"))
+        };
         match flag.as_ref() {
             "--path" => {
                 a.path = text()?;

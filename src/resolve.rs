@@ -51,7 +51,13 @@ pub enum Outcome {
 }
 
 /// Routes and stamps a complete request, as the native harness sees it.
-pub fn handle<N, V>(cfg: &Config, method: &str, path: &str, headers: &[(N, V)], body: &[u8]) -> Outcome
+pub fn handle<N, V>(
+    cfg: &Config,
+    method: &str,
+    path: &str,
+    headers: &[(N, V)],
+    body: &[u8],
+) -> Outcome
 where
     N: AsRef<str>,
     V: AsRef<[u8]>,
@@ -126,7 +132,10 @@ where
         let [id_name, key_name, group_name] = stamps::lane_names(lane.sink);
         h.push((id_name, hex::encode(lanes::lane_id(lane.sink, &src.id, k))));
         h.push((key_name, stamps::encode(k.unwrap_or_default())));
-        h.push((group_name, stamps::encode(&lanes::group(k, tenant, &src.id))));
+        h.push((
+            group_name,
+            stamps::encode(&lanes::group(k, tenant, &src.id)),
+        ));
     }
     out
 }

