@@ -258,3 +258,14 @@ def test_istio_wasmplugin_is_header_keyed_only():
     assert "json" not in json.dumps(config)
     for s in config["sources"]:
         assert s.get("dedupe") not in ("stripe", "salesforce")
+
+
+def test_example_config_file_matches_the_bootstrap():
+    import yaml
+    boot = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    cfg = hcm["http_filters"][0]["typed_config"]["config"]
+    assert cfg["allow_on_headers_stop_iteration"] is True
+    embedded = json.loads(cfg["configuration"]["value"])
+    assert embedded == json.loads((ROOT / "envoy" / "hookstamp.json").read_text())
+    check_config(embedded)

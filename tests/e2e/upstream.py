@@ -59,7 +59,7 @@ class Handler(BaseHTTPRequestHandler):
             tid = self.headers.get("x-test-id")
             if tid:
                 self.server.records[tid] = record
-        reply = json.dumps(record, indent=1).encode() + b"\n"
+        reply = render(record).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(reply)))
@@ -67,6 +67,13 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(reply)
 
     do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = handle_any
+
+
+def render(record):
+    """The record as JSON, one stamp a line, for people reading curl output."""
+    head = {k: v for k, v in record.items() if k != "stamps"}
+    rows = ",\n".join(f"  {json.dumps(s)}" for s in record["stamps"])
+    return json.dumps(head)[:-1] + ',\n "stamps": [\n' + rows + "\n ]}\n"
 
 
 def start(port=0):
