@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PYTEST := python3 -m pytest
 
-.PHONY: all setup build wasm lint fmt test test-native test-e2e run clean
+.PHONY: all setup build wasm lint fmt test test-native test-e2e run bench bench-native bench-envoy clean
 
 all: build wasm
 
@@ -34,6 +34,15 @@ test: lint test-native test-e2e   ## everything; fails if Envoy is missing
 
 run: wasm              ## build, then start the demo upstream and Envoy on 127.0.0.1:10000
 	scripts/run.sh
+
+bench: bench-native bench-envoy   ## both benchmark tables, in one command
+
+bench-native:          ## the core vs a full serde_json decode, side by side
+	cargo bench --bench core
+
+bench-envoy: wasm      ## Envoy with and without the filter, driven by wrk
+	command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+	cd tests/e2e && python3 bench_envoy.py
 
 clean:
 	cargo clean

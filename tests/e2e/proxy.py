@@ -66,7 +66,21 @@ def wasm_filter(plugin_config):
     }
 
 
-def listener(name, port, plugin_config, buffer_limit):
+ROUTE_UPSTREAM = {"cluster": "upstream", "timeout": "30s"}
+
+
+def listener(name, port, plugin_config, buffer_limit, direct=False):
+    """A listener with the filter (none when plugin_config is None) before
+    the router; `direct` answers 200 from Envoy instead of the upstream."""
+    filters = [] if plugin_config is None else [wasm_filter(plugin_config)]
+    if direct:
+        # Answer only once the whole request is in: a direct_response sent
+        # before the body ends would close the connection on HTTP/1.1.
+        filters.append({"name": "envoy.filters.http.buffer", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
+            "max_request_bytes": buffer_limit}})
+    action = ({"direct_response": {"status": 200, "body": {"inline_string": "ok"}}}
+              if direct else {"route": ROUTE_UPSTREAM})
     return {
         "name": name,
         "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
@@ -79,10 +93,9 @@ def listener(name, port, plugin_config, buffer_limit):
                 "codec_type": "AUTO",
                 "route_config": {"virtual_hosts": [{
                     "name": "all", "domains": ["*"],
-                    "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "upstream", "timeout": "30s"}}],
+                    "routes": [dict({"match": {"prefix": "/"}}, **action)],
                 }]},
-                "http_filters": [
-                    wasm_filter(plugin_config),
+                "http_filters": filters + [
                     {"name": "envoy.filters.http.router",
                      "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}},
                 ],
@@ -91,14 +104,14 @@ def listener(name, port, plugin_config, buffer_limit):
     }
 
 
-def bootstrap(configs, upstream_port, admin_port):
-    """One listener per plugin config: {name: (port, config)}."""
-    biggest = max([c.get("max_json_bytes", 1048576) for _, c in configs.values()] + [1048576])
+def bootstrap(configs, upstream_port, admin_port, direct=False):
+    """One listener per plugin config: {name: (port, config or None)}."""
+    biggest = max([(c or {}).get("max_json_bytes", 1048576) for _, c in configs.values()] + [1048576])
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
         "stats_config": {"stats_tags": STATS_TAGS},
         "static_resources": {
-            "listeners": [listener(n, p, c, 2 * biggest + 65536) for n, (p, c) in configs.items()],
+            "listeners": [listener(n, p, c, 2 * biggest + 65536, direct) for n, (p, c) in configs.items()],
             "clusters": [{
                 "name": "upstream", "type": "STATIC", "connect_timeout": "1s",
                 "per_connection_buffer_limit_bytes": 2 * biggest + 65536,
