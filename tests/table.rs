@@ -24,6 +24,16 @@ fn body_of(req: &Value) -> Vec<u8> {
         b.extend_from_slice(tail);
         return b;
     }
+    if let Some(parts) = req.get("body_parts").and_then(Value::as_array) {
+        let mut b = Vec::new();
+        for part in parts {
+            let text = part[0].as_str().unwrap().as_bytes();
+            for _ in 0..part[1].as_u64().unwrap() {
+                b.extend_from_slice(text);
+            }
+        }
+        return b;
+    }
     Vec::new()
 }
 

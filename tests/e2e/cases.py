@@ -18,8 +18,9 @@ def tables():
 
 
 def body_of(req):
-    """The request body as bytes: body (text), body_hex, or body_pad
-    (prefix + fill repeated so that the whole is `size` bytes + suffix)."""
+    """The request body as bytes: body (text), body_hex, body_pad (prefix +
+    fill repeated so that the whole is `size` bytes + suffix), or body_parts
+    ([text, times] pairs, concatenated)."""
     if "body" in req:
         return req["body"].encode()
     if "body_hex" in req:
@@ -29,6 +30,8 @@ def body_of(req):
         head, tail = p["prefix"].encode(), p["suffix"].encode()
         n = p["size"] - len(head) - len(tail)
         return head + p["fill"].encode() * n + tail
+    if "body_parts" in req:
+        return b"".join(text.encode() * times for text, times in req["body_parts"])
     return None
 
 

@@ -91,6 +91,9 @@ def listener(name, port, plugin_config, buffer_limit, direct=False):
                 "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
                 "stat_prefix": name,
                 "codec_type": "AUTO",
+                # Room for the hostile cases: a 60 KiB header, 1 000 headers.
+                "max_request_headers_kb": 96,
+                "common_http_protocol_options": {"max_headers_count": 2000},
                 "route_config": {"virtual_hosts": [{
                     "name": "all", "domains": ["*"],
                     "routes": [dict({"match": {"prefix": "/"}}, **action)],

@@ -269,3 +269,37 @@ def test_example_config_file_matches_the_bootstrap():
     embedded = json.loads(cfg["configuration"]["value"])
     assert embedded == json.loads((ROOT / "envoy" / "hookstamp.json").read_text())
     check_config(embedded)
+
+
+def harness_headers(config, path, headers, body):
+    req = {"path": path, "headers": headers, "body": body.decode()}
+    return harness(config, req)
+
+
+@pytest.mark.parametrize("kind", ["60 KiB header value", "1000 headers", "spoofed in every casing"])
+def test_hostile_headers(env, kind):
+    config = TABLES["stripe"]["config"]
+    body = b'{"id":"evt_h","data":{"object":{"customer":"cus_h"}}}'
+    if kind == "60 KiB header value":
+        headers = [("x-entity-id", "k" * 61440)]
+    elif kind == "1000 headers":
+        headers = [(f"x-filler-{i}", f"v{i}") for i in range(999)] + [("x-entity-id", "last")]
+    else:
+        headers = [(c, "forged") for c in ("x-hookstamp-lane-1-key", "X-HOOKSTAMP-LANE-1-KEY",
+                                           "X-Hookstamp-Lane-1-Key", "x-HookStamp-lane-1-KEY")]
+        headers.append(("x-entity-id", "real"))
+    want = harness_headers(config, "/webhooks/stripe", headers, body)
+    got, rec = send(env, "stripe", {"path": "/webhooks/stripe", "headers": headers, "body": body.decode()})
+    assert got == want
+    assert rec["body_bytes"] == len(body)
+
+
+def test_vm_never_failed(env):
+    """After everything above (the session's hostile and oversized cases
+    included), the filter still answers and no wasm VM has failed."""
+    case = table_case("stripe", "full event")
+    assert send(env, "stripe", case["request"])[0] == case["expect"]
+    stats = env["envoy"].stats("/stats")
+    failures = [l for l in stats.splitlines()
+                if "wasm" in l and ("fail" in l or "crash" in l) and not l.endswith(": 0")]
+    assert not failures, failures

@@ -8,9 +8,14 @@ length and its SHA-256, so a curl through Envoy shows the stamps. Run alone
 
 import argparse
 import hashlib
+import http.client
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+# http.server parses headers with http.client, which refuses more than 100.
+http.client._MAXHEADERS = 4096
 
 
 class Recorder(ThreadingHTTPServer):
