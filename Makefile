@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PYTEST := python3 -m pytest
 
-.PHONY: all setup build wasm lint fmt test test-native test-e2e run bench bench-native bench-envoy clean
+.PHONY: all setup build wasm lint fmt test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short clean
 
 all: build wasm
 
@@ -17,9 +17,11 @@ wasm: setup            ## the filter: target/hookstamp.wasm
 
 fmt:
 	cargo fmt
+	cd fuzz && cargo fmt
 
 lint: setup            ## rustfmt, and clippy with warnings denied (native and wasm glue)
 	cargo fmt --check
+	cd fuzz && cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	scripts/build-wasm.sh clippy
 
@@ -30,7 +32,7 @@ test-e2e: wasm         ## the same case table through a real Envoy with the buil
 	cargo build
 	cd tests/e2e && $(PYTEST) -q -p no:cacheprovider
 
-test: lint test-native test-e2e   ## everything; fails if Envoy is missing
+test: lint test-native test-e2e fuzz-short   ## everything; fails if Envoy is missing
 
 run: wasm              ## build, then start the demo upstream and Envoy on 127.0.0.1:10000
 	scripts/run.sh
@@ -43,6 +45,12 @@ bench-native:          ## the core vs a full serde_json decode, side by side
 bench-envoy: wasm      ## Envoy with and without the filter, driven by wrk
 	command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 	cd tests/e2e && python3 bench_envoy.py
+
+fuzz:                  ## each fuzz target for FUZZ_SECONDS (default 60), seeded from the case tables
+	scripts/fuzz.sh $(or $(FUZZ_SECONDS),60)
+
+fuzz-short:            ## the short fuzz run that make test includes
+	scripts/fuzz.sh 10
 
 clean:
 	cargo clean

@@ -87,11 +87,19 @@ fn main() {
     let (mut ours, budget) = (Vec::new(), Duration::from_millis(600));
     let start = Instant::now();
     while start.elapsed() < budget {
-        time(&mut ours, 2000, || stamp(&github, "/webhooks/github", &gh_headers, b"{}"));
+        time(&mut ours, 2000, || {
+            stamp(&github, "/webhooks/github", &gh_headers, b"{}")
+        });
     }
     println!(
         "{:<34} {:>9} {:>13.0} {:>10} {:>13} {:>10} {:>8}",
-        "github preset + header lane", 0, median(&mut ours), "-", "-", "-", "-"
+        "github preset + header lane",
+        0,
+        median(&mut ours),
+        "-",
+        "-",
+        "-",
+        "-"
     );
     for (name, size) in [
         ("stripe-like 1 KiB", 1024),
@@ -100,7 +108,13 @@ fn main() {
     ] {
         let body = event(size);
         // Same answers, or the comparison means nothing.
-        let r = resolve::handle(&stripe, "POST", "/webhooks/stripe", &[] as &[(&str, &str)], &body);
+        let r = resolve::handle(
+            &stripe,
+            "POST",
+            "/webhooks/stripe",
+            &[] as &[(&str, &str)],
+            &body,
+        );
         let json = r.to_json().to_string();
         let (id, cus) = baseline(&body);
         assert!(json.contains(&id.unwrap()) && json.contains(&cus.unwrap()));
@@ -108,7 +122,9 @@ fn main() {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(3) || a.len() < 5 {
-            time(&mut a, iters, || stamp(&stripe, "/webhooks/stripe", &[], &body));
+            time(&mut a, iters, || {
+                stamp(&stripe, "/webhooks/stripe", &[], &body)
+            });
             time(&mut b, iters, || {
                 black_box(baseline(black_box(&body)));
             });
@@ -126,6 +142,8 @@ fn main() {
             b / a
         );
     }
-    println!("\nhookstamp ns: route + JSON scan + keys + lane ids + stamp encoding (resolve::handle).");
+    println!(
+        "\nhookstamp ns: route + JSON scan + keys + lane ids + stamp encoding (resolve::handle)."
+    );
     println!("full-decode ns: serde_json::from_slice::<Value> + two path walks, nothing else.");
 }

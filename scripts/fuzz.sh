@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs each fuzz target for SECONDS (default 60), seeded from the case
+# tables. A crash fails the run and leaves its reproducer in
+# fuzz/artifacts/<target>/; add it to tests/cases as a regression case.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+(cd tests/e2e && python3 fuzz_seeds.py)
+mkdir -p target
+for t in config resolve; do
+  log=target/fuzz-$t.log
+  rc=0
+  cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- \
+    -max_total_time="$seconds" -max_len=70000 -print_final_stats=1 >"$log" 2>&1 || rc=$?
+  echo "fuzz $t: $(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}') runs, exit $rc"
+  if [ "$rc" -ne 0 ]; then
+    grep -E "panicked|SUMMARY|Test unit written|ERROR" "$log" | head -20
+    exit "$rc"
+  fi
+done

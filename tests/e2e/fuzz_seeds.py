@@ -1,0 +1,30 @@
+"""Seeds the fuzz corpora from the case tables: every config (good and bad)
+for `config`, every case request for `resolve` (in its input layout)."""
+
+import json
+import sys
+from pathlib import Path
+
+from cases import ROOT, body_of, tables
+
+out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "fuzz" / "corpus")
+(out / "config").mkdir(parents=True, exist_ok=True)
+(out / "resolve").mkdir(parents=True, exist_ok=True)
+n = 0
+for i, (name, table) in enumerate(tables()):
+    (out / "config" / f"{name}.json").write_text(json.dumps(table["config"]))
+    for j, case in enumerate(table["cases"]):
+        req = case["request"]
+        sel = i | (0x80 if req.get("method", "POST") != "POST" else 0)
+        parts = [req["path"].lstrip("/").encode()]
+        parts += [f"{k}:{v}".encode() for k, v in req.get("headers", [])]
+        body = body_of(req) or b""
+        if len(body) > 65536:
+            continue
+        parts.append(body)
+        (out / "resolve" / f"{name}-{j}").write_bytes(bytes([sel]) + b"\xff".join(parts))
+        n += 1
+for k, row in enumerate(json.loads((ROOT / "tests" / "config_errors.json").read_text())):
+    text = row.get("config_text") or json.dumps(row["config"])
+    (out / "config" / f"error-{k}.json").write_text(text)
+print(f"fuzz seeds: {n} requests, configs in {out}")
