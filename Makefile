@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PYTEST := python3 -m pytest
 
-.PHONY: all setup build wasm lint fmt test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short clean
+.PHONY: all setup build wasm lint fmt test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short clean
 
 all: build wasm
 
@@ -32,7 +32,7 @@ test-e2e: wasm         ## the same case table through a real Envoy with the buil
 	cargo build
 	cd tests/e2e && $(PYTEST) -q -p no:cacheprovider
 
-test: lint test-native test-e2e fuzz-short   ## everything; fails if Envoy is missing
+test: lint test-native test-e2e soak-short fuzz-short   ## everything; fails if Envoy is missing
 
 run: wasm              ## build, then start the demo upstream and Envoy on 127.0.0.1:10000
 	scripts/run.sh
@@ -51,6 +51,14 @@ fuzz:                  ## each fuzz target for FUZZ_SECONDS (default 60), seeded
 
 fuzz-short:            ## the short fuzz run that make test includes
 	scripts/fuzz.sh 10
+
+soak: wasm             ## 200 000 mixed requests at 64 connections through Envoy: nothing lost
+	cargo build
+	cd tests/e2e && python3 soak.py --requests $(or $(SOAK_REQUESTS),200000) --conns 64
+
+soak-short: wasm       ## the short soak that make test includes
+	cargo build
+	cd tests/e2e && python3 soak.py --requests 20000 --conns 64
 
 clean:
 	cargo clean

@@ -2,6 +2,7 @@
 //!
 //!     hookstamp check CONFIG.json
 //!     hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-]
+//!     hookstamp batch CONFIG.json < requests.jsonl
 
 use hookstamp::config::{self, Loaded};
 use hookstamp::resolve;
@@ -13,11 +14,15 @@ use std::process::ExitCode;
 const USAGE: &str = "usage:
   hookstamp check CONFIG.json
   hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-]
+  hookstamp batch CONFIG.json < requests.jsonl
 
 check  exits 0 with a one-line summary, or 1 with every config error, one a line.
 stamp  prints the filter's answer for one request as JSON:
        {\"action\":\"forward\",\"headers\":[[name,value],...]}, {\"action\":\"reject\",\"status\":404}
-       or {\"action\":\"pass\"}; exits 2 on a bad config.";
+       or {\"action\":\"pass\"}; exits 2 on a bad config.
+batch  the same for many requests: one JSON object a line in, one answer a line out;
+       a request is {\"method\":\"POST\",\"path\":P,\"headers\":[[name,value],...],
+       \"body\":text} (or \"body_hex\":hex instead of body).";
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -25,11 +30,12 @@ fn main() -> ExitCode {
     let result = match cmd {
         "check" => check(&args[1..]),
         "stamp" => stamp(&args[1..]),
+        "batch" => batch(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)
         }
-        _ => Err(usage("a command: check or stamp")),
+        _ => Err(usage("a command: check, stamp or batch")),
     };
     result.unwrap_or_else(|e| {
         eprintln!("{e}");
@@ -153,5 +159,55 @@ fn stamp(args: &[OsString]) -> Result<ExitCode, String> {
     };
     let outcome = resolve::handle(&loaded.config, &a.method, &a.path, &a.headers, &body);
     println!("{}", outcome.to_json());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One request of a batch, as read from a JSON line.
+fn batch_request(line: &str) -> Result<(String, String, Vec<(String, Vec<u8>)>, Vec<u8>), String> {
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str());
+    let method = text("method").unwrap_or("POST").to_owned();
+    let path = text("path").ok_or("path is required")?.to_owned();
+    let mut headers = Vec::new();
+    for h in v
+        .get("headers")
+        .and_then(|h| h.as_array())
+        .into_iter()
+        .flatten()
+    {
+        match (
+            h.get(0).and_then(|x| x.as_str()),
+            h.get(1).and_then(|x| x.as_str()),
+        ) {
+            (Some(n), Some(val)) => headers.push((n.to_ascii_lowercase(), val.as_bytes().to_vec())),
+            _ => return Err("headers are [name, value] pairs of strings".into()),
+        }
+    }
+    let body = match (text("body"), text("body_hex")) {
+        (Some(b), _) => b.as_bytes().to_vec(),
+        (None, Some(h)) => hex::decode(h).map_err(|e| format!("body_hex: {e}"))?,
+        (None, None) => Vec::new(),
+    };
+    Ok((method, path, headers, body))
+}
+
+fn batch(args: &[OsString]) -> Result<ExitCode, String> {
+    let [path] = args else {
+        return Err(usage("batch CONFIG.json"));
+    };
+    let loaded = load(path).map_err(|errs| errs.join("\n"))?;
+    let stdin = std::io::stdin();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for (n, line) in std::io::BufRead::lines(stdin.lock()).enumerate() {
+        let line = line.map_err(|e| format!("stdin: {e}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (method, p, headers, body) =
+            batch_request(&line).map_err(|e| format!("line {}: {e}", n + 1))?;
+        let outcome = resolve::handle(&loaded.config, &method, &p, &headers, &body);
+        std::io::Write::write_fmt(&mut out, format_args!("{}\n", outcome.to_json()))
+            .map_err(|e| e.to_string())?;
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -303,3 +303,44 @@ def test_vm_never_failed(env):
     failures = [l for l in stats.splitlines()
                 if "wasm" in l and ("fail" in l or "crash" in l) and not l.endswith(": 0")]
     assert not failures, failures
+
+
+def test_faults_upstream_down_slow_and_client_gone(env):
+    """Upstream down: Envoy answers 503 (the provider retries) and the next
+    request is stamped as usual; a slow upstream; a client that disconnects
+    mid-body. The filter's state stays clean throughout."""
+    config = TABLES["stripe"]["config"]
+    case = table_case("stripe", "full event")
+    req = case["request"]
+    dead = proxy.free_port()
+    port = proxy.free_port()
+    e = proxy.Envoy(proxy.bootstrap({"f": (port, config)}, dead, proxy.free_port()))
+    try:
+        status, _, _ = proxy.request(port, "POST", req["path"], req["headers"], body=body_of(req))
+        assert status == 503
+        up = upstream.start(dead)
+        try:
+            tid = uuid.uuid4().hex
+            status, _, _ = proxy.request(port, "POST", req["path"], req["headers"],
+                                         body=body_of(req), test_id=tid)
+            assert status == 200 and up.records[tid]["stamps"] == case["expect"]["headers"]
+            # Slow upstream: the stamps do not depend on it.
+            tid = uuid.uuid4().hex
+            status, _, _ = proxy.request(port, "POST", req["path"],
+                                         req["headers"] + [["x-test-delay-ms", "1500"]],
+                                         body=body_of(req), test_id=tid)
+            assert status == 200 and up.records[tid]["stamps"] == case["expect"]["headers"]
+            # A client gone mid-body: nothing forwarded, the next one is fine.
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(b"POST /webhooks/stripe HTTP/1.1\r\nhost: x\r\nx-test-id: gone\r\n"
+                          b"content-length: 1000\r\n\r\n{\"id\":\"evt_gone\"")
+            tid = uuid.uuid4().hex
+            status, _, _ = proxy.request(port, "POST", req["path"], req["headers"],
+                                         body=body_of(req), test_id=tid)
+            assert status == 200 and up.records[tid]["stamps"] == case["expect"]["headers"]
+            assert "gone" not in up.records
+        finally:
+            up.shutdown()
+        assert "panicked" not in e.log_text()
+    finally:
+        e.stop()

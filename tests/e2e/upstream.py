@@ -11,6 +11,7 @@ import hashlib
 import http.client
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -50,6 +51,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def handle_any(self):
         body = self.read_body()
+        delay = self.headers.get("x-test-delay-ms")
+        if delay:
+            time.sleep(int(delay) / 1000)
         stamps = [[k.lower(), v] for k, v in self.headers.items()
                   if k.lower().startswith("x-hookstamp-")]
         record = {
