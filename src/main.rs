@@ -157,13 +157,35 @@ fn stamp(args: &[OsString]) -> Result<ExitCode, String> {
         }
         Some(p) => std::fs::read(p).map_err(|e| format!("--body {}: {e}", p.to_string_lossy()))?,
     };
-    let outcome = resolve::handle(&loaded.config, &a.method, &a.path, &a.headers, &body);
-    println!("{}", outcome.to_json());
+    let req = Request {
+        method: a.method,
+        path: a.path,
+        headers: a.headers,
+        body,
+    };
+    println!("{}", req.answer(&loaded.config));
     Ok(ExitCode::SUCCESS)
 }
 
+/// A request as the harness takes it.
+struct Request {
+    method: String,
+    path: String,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+}
+
+impl Request {
+    /// The filter's answer, as one line of JSON.
+    fn answer(&self, cfg: &config::Config) -> String {
+        resolve::handle(cfg, &self.method, &self.path, &self.headers, &self.body)
+            .to_json()
+            .to_string()
+    }
+}
+
 /// One request of a batch, as read from a JSON line.
-fn batch_request(line: &str) -> Result<(String, String, Vec<(String, Vec<u8>)>, Vec<u8>), String> {
+fn batch_request(line: &str) -> Result<Request, String> {
     let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
     let text = |k: &str| v.get(k).and_then(|x| x.as_str());
     let method = text("method").unwrap_or("POST").to_owned();
@@ -188,7 +210,12 @@ fn batch_request(line: &str) -> Result<(String, String, Vec<(String, Vec<u8>)>, 
         (None, Some(h)) => hex::decode(h).map_err(|e| format!("body_hex: {e}"))?,
         (None, None) => Vec::new(),
     };
-    Ok((method, path, headers, body))
+    Ok(Request {
+        method,
+        path,
+        headers,
+        body,
+    })
 }
 
 fn batch(args: &[OsString]) -> Result<ExitCode, String> {
@@ -203,10 +230,8 @@ fn batch(args: &[OsString]) -> Result<ExitCode, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let (method, p, headers, body) =
-            batch_request(&line).map_err(|e| format!("line {}: {e}", n + 1))?;
-        let outcome = resolve::handle(&loaded.config, &method, &p, &headers, &body);
-        std::io::Write::write_fmt(&mut out, format_args!("{}\n", outcome.to_json()))
+        let req = batch_request(&line).map_err(|e| format!("line {}: {e}", n + 1))?;
+        std::io::Write::write_fmt(&mut out, format_args!("{}\n", req.answer(&loaded.config)))
             .map_err(|e| e.to_string())?;
     }
     Ok(ExitCode::SUCCESS)
