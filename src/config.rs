@@ -169,6 +169,26 @@ pub fn source_id_ok(s: &str) -> bool {
     id_ok(s, b".")
 }
 
+/// A top-level field that takes one of a few strings; the first is the
+/// default.
+fn choice<T: Copy>(
+    obj: &Map<String, Value>,
+    name: &str,
+    options: &[(&str, T)],
+    errs: &mut Vec<String>,
+) -> T {
+    let default = options[0].1;
+    let Some(v) = field(obj, name) else {
+        return default;
+    };
+    if let Some(&(_, t)) = options.iter().find(|(o, _)| v.as_str() == Some(*o)) {
+        return t;
+    }
+    let names: Vec<String> = options.iter().map(|(o, _)| format!("{o:?}")).collect();
+    errs.push(format!("config: {name} must be {}", names.join(" or ")));
+    default
+}
+
 fn check(v: &Value, errs: &mut Vec<String>) -> Option<Config> {
     let Some(obj) = v.as_object() else {
         errs.push("config: must be a JSON object".into());
@@ -180,14 +200,15 @@ fn check(v: &Value, errs: &mut Vec<String>) -> Option<Config> {
         "config",
         errs,
     );
-    let routing = match field(obj, "routing").map(Value::as_str) {
-        None | Some(Some("path")) => Routing::Path,
-        Some(Some("tenant_path")) => Routing::TenantPath,
-        Some(_) => {
-            errs.push("config: routing must be \"path\" or \"tenant_path\"".into());
-            Routing::Path
-        }
-    };
+    let routing = choice(
+        obj,
+        "routing",
+        &[
+            ("path", Routing::Path),
+            ("tenant_path", Routing::TenantPath),
+        ],
+        errs,
+    );
     let prefix = match field(obj, "prefix").map(Value::as_str) {
         None => vec!["webhooks".to_owned()],
         Some(Some(p)) if p.starts_with('/') => segments(p),
@@ -209,14 +230,12 @@ fn check(v: &Value, errs: &mut Vec<String>) -> Option<Config> {
             }
         },
     };
-    let delivery = match field(obj, "delivery").map(Value::as_str) {
-        None | Some(Some("queued")) => Delivery::Queued,
-        Some(Some("direct")) => Delivery::Direct,
-        Some(_) => {
-            errs.push("config: delivery must be \"queued\" or \"direct\"".into());
-            Delivery::Queued
-        }
-    };
+    let delivery = choice(
+        obj,
+        "delivery",
+        &[("queued", Delivery::Queued), ("direct", Delivery::Direct)],
+        errs,
+    );
     let mut sources = Vec::new();
     match obj.get("sources").map(Value::as_array) {
         None => errs.push("config: sources is required".into()),

@@ -195,24 +195,17 @@ impl<'a> Parser<'a> {
             // Expecting a value.
             self.ws();
             match self.peek()? {
-                b'{' => {
+                open @ (b'{' | b'[') => {
+                    let is_obj = open == b'{';
                     self.i += 1;
                     self.ws();
-                    if self.peek()? == b'}' {
+                    if self.peek()? == if is_obj { b'}' } else { b']' } {
                         self.i += 1;
                     } else {
-                        self.stack.push(true);
-                        self.member_key()?;
-                        continue;
-                    }
-                }
-                b'[' => {
-                    self.i += 1;
-                    self.ws();
-                    if self.peek()? == b']' {
-                        self.i += 1;
-                    } else {
-                        self.stack.push(false);
+                        self.stack.push(is_obj);
+                        if is_obj {
+                            self.member_key()?;
+                        }
                         continue;
                     }
                 }
