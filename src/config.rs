@@ -211,9 +211,12 @@ fn check(v: &Value, errs: &mut Vec<String>) -> Option<Config> {
     );
     let prefix = match field(obj, "prefix").map(Value::as_str) {
         None => vec!["webhooks".to_owned()],
-        Some(Some(p)) if p.starts_with('/') => segments(p),
+        Some(Some(p)) if prefix_ok(p) => segments(p),
         Some(_) => {
-            errs.push("config: prefix must be a string starting with \"/\"".into());
+            errs.push(
+                "config: prefix must be a path starting with \"/\", of visible ASCII without \"?\" or \"#\""
+                    .into(),
+            );
             Vec::new()
         }
     };
@@ -262,6 +265,12 @@ fn check(v: &Value, errs: &mut Vec<String>) -> Option<Config> {
         sources,
         by_id,
     })
+}
+
+/// A prefix a request path can match: the query and fragment are cut off a
+/// path before routing, and paths arrive as visible ASCII.
+fn prefix_ok(p: &str) -> bool {
+    p.starts_with('/') && p.bytes().all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#')
 }
 
 /// Splits a path on "/" and drops empty segments.

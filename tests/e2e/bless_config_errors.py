@@ -7,6 +7,8 @@ configs = [
  ("sources missing", {}),
  ("unknown top-level field", {"sources": [], "prefx": "/x"}),
  ("bad routing, delivery, prefix, max_json_bytes", {"routing": "host", "delivery": "later", "prefix": "webhooks", "max_json_bytes": 0, "sources": []}),
+ ("prefix that no path can match (found by fuzzing)", {"prefix": "/ho/?/ok*s", "sources": [{"id": "github", "dedupe": "github"}]}),
+ ("prefix with whitespace or a fragment", {"prefix": "/web hooks#x", "sources": []}),
  ("max_json_bytes not an integer", {"max_json_bytes": 1.5, "sources": []}),
  ("source id missing", {"sources": [{"tenant": "acme"}]}),
  ("bad source id and tenant", {"sources": [{"id": "a/b", "tenant": "a.b"}]}),
