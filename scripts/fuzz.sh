@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs each fuzz target for SECONDS (default 60), seeded from the case
 # tables. A crash fails the run and leaves its reproducer in
-# fuzz/artifacts/<target>/; add it to tests/cases as a regression case.
+# fuzz/artifacts/<target>/: copy it into fuzz/regressions/<target>/ (and,
+# for a wrong answer, add a case to tests/cases or tests/config_errors.json).
+# fuzz/regressions/ holds the corpus minimised with `cargo fuzz cmin`; it
+# seeds every run and tests/fuzz_regressions.rs replays it natively.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -11,7 +14,7 @@ mkdir -p target
 for t in config resolve; do
   log=target/fuzz-$t.log
   rc=0
-  cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- \
+  cargo +nightly fuzz run "$t" "fuzz/corpus/$t" "fuzz/regressions/$t" -- \
     -max_total_time="$seconds" -max_len=70000 -print_final_stats=1 >"$log" 2>&1 || rc=$?
   echo "fuzz $t: $(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}') runs, exit $rc"
   if [ "$rc" -ne 0 ]; then

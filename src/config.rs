@@ -270,7 +270,9 @@ fn check(v: &Value, errs: &mut Vec<String>) -> Option<Config> {
 /// A prefix a request path can match: the query and fragment are cut off a
 /// path before routing, and paths arrive as visible ASCII.
 fn prefix_ok(p: &str) -> bool {
-    p.starts_with('/') && p.bytes().all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#')
+    p.starts_with('/')
+        && p.bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#')
 }
 
 /// Splits a path on "/" and drops empty segments.

@@ -3,31 +3,21 @@
 //! and on a body serde_json accepts, the same keys as a full decode.
 #![no_main]
 
-use hookstamp::config::{self, Config};
+use hookstamp::config::Config;
 use hookstamp::json::{self, Scalar};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use std::sync::OnceLock;
 
+#[path = "../../tests/common/fuzz_input.rs"]
+mod fuzz_input;
 #[path = "../../tests/common/invariants.rs"]
 mod invariants;
 
 fn configs() -> &'static Vec<Config> {
     static C: OnceLock<Vec<Config>> = OnceLock::new();
     C.get_or_init(|| {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/cases");
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
-        files
-            .iter()
-            .map(|f| {
-                let t: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
-                config::load(&t["config"].to_string()).unwrap().config
-            })
-            .collect()
+        fuzz_input::table_configs(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/cases"))
     })
 }
 
@@ -49,28 +39,13 @@ fn reference(v: &Value, path: &[String]) -> Option<String> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    // Layout: config selector, then path, headers ("name:value"), body,
-    // separated by 0xFF bytes.
-    let Some((&sel, rest)) = data.split_first() else {
+    let cfgs = configs();
+    let Some(input) = fuzz_input::split(data, cfgs.len()) else {
         return;
     };
-    let cfgs = configs();
-    let cfg = &cfgs[usize::from(sel) % cfgs.len()];
-    let mut parts = rest.split(|&b| b == 0xFF);
-    let path = String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
-    let mut headers = Vec::new();
-    let mut body: &[u8] = &[];
-    let rest: Vec<&[u8]> = parts.collect();
-    if let Some((last, hs)) = rest.split_last() {
-        body = last;
-        for h in hs {
-            let mut kv = h.splitn(2, |&b| b == b':');
-            let name = String::from_utf8_lossy(kv.next().unwrap_or_default()).to_ascii_lowercase();
-            headers.push((name, kv.next().unwrap_or_default().to_vec()));
-        }
-    }
-    let method = if sel & 0x80 == 0 { "POST" } else { "GET" };
-    invariants::check(cfg, method, &format!("/{path}"), &headers, body);
+    let cfg = &cfgs[input.config];
+    let body = input.body;
+    invariants::check(cfg, input.method, &input.path, &input.headers, body);
 
     // The scanner against a full decode, on every configured path.
     for src in &cfg.sources {

@@ -1,0 +1,92 @@
+//! What the fuzz targets check, shared with the native replay of the
+//! committed corpus (tests/fuzz_regressions.rs), so a regression input is
+//! checked the same way with or without libFuzzer.
+
+use hookstamp::config::{self, Routing};
+use hookstamp::route::{self, Route};
+
+/// Config: loads the same way twice; a config that loads routes each of its
+/// sources. Panics on a violation.
+pub fn check_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match (config::load(text), config::load(text)) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a.warnings, b.warnings);
+            let cfg = &a.config;
+            let _ = cfg.summary();
+            for (i, s) in cfg.sources.iter().enumerate() {
+                let prefix: String = cfg.prefix.iter().map(|p| format!("/{p}")).collect();
+                let path = match cfg.routing {
+                    Routing::Path => format!("{prefix}/{}", s.id),
+                    Routing::TenantPath => format!("{prefix}/{}/{}", s.tenant, s.id),
+                };
+                match route::route(cfg, "POST", &path) {
+                    Route::Source { source, .. } => assert_eq!(source, i),
+                    other => panic!("{path} routed to {other:?}"),
+                }
+            }
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(a, b);
+            assert!(!a.is_empty());
+        }
+        _ => panic!("loading the same config twice differed"),
+    }
+}
+
+/// A resolve input: a config selector byte, then path, headers
+/// ("name:value") and body separated by 0xFF bytes. The selector's high bit
+/// makes the method GET.
+pub struct Input<'a> {
+    pub config: usize,
+    pub method: &'static str,
+    pub path: String,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: &'a [u8],
+}
+
+pub fn split(data: &[u8], configs: usize) -> Option<Input<'_>> {
+    let (&sel, rest) = data.split_first()?;
+    let mut parts = rest.split(|&b| b == 0xFF);
+    let path = format!(
+        "/{}",
+        String::from_utf8_lossy(parts.next().unwrap_or_default())
+    );
+    let rest: Vec<&[u8]> = parts.collect();
+    let mut headers = Vec::new();
+    let mut body: &[u8] = &[];
+    if let Some((last, hs)) = rest.split_last() {
+        body = last;
+        for h in hs {
+            let mut kv = h.splitn(2, |&b| b == b':');
+            let name = String::from_utf8_lossy(kv.next().unwrap_or_default()).to_ascii_lowercase();
+            headers.push((name, kv.next().unwrap_or_default().to_vec()));
+        }
+    }
+    Some(Input {
+        config: usize::from(sel) % configs,
+        method: if sel & 0x80 == 0 { "POST" } else { "GET" },
+        path,
+        headers,
+        body,
+    })
+}
+
+/// The case tables' configurations, in file order.
+pub fn table_configs(dir: &str) -> Vec<hookstamp::config::Config> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let t: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            config::load(&t["config"].to_string()).unwrap().config
+        })
+        .collect()
+}
