@@ -32,7 +32,7 @@ test-e2e: wasm         ## the same case table through a real Envoy with the buil
 	cargo build
 	cd tests/e2e && $(PYTEST) -q -p no:cacheprovider
 
-test: lint test-native test-e2e soak-short fuzz-short   ## everything; fails if Envoy is missing
+test: lint test-native fuzz-short soak-short test-e2e   ## everything; fails if Envoy is missing
 
 run: wasm              ## build, then start the demo upstream and Envoy on 127.0.0.1:10000
 	scripts/run.sh
