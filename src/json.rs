@@ -110,26 +110,24 @@ impl<'a> Parser<'a> {
         out: &mut [Option<Scalar<'a>>],
     ) -> Option<()> {
         let leaf = |c: &usize| paths.get(*c).is_some_and(|p| p.len() == depth);
-        match self.peek()? {
-            b'"' => {
-                let s = self.string()?;
-                for c in cands.iter().filter(|c| leaf(c)) {
-                    if let Some(slot) = out.get_mut(*c) {
-                        *slot = Some(Scalar::Str(s.clone()));
-                    }
+        let found = match self.peek()? {
+            b'"' => Some(Scalar::Str(self.string()?)),
+            b'-' | b'0'..=b'9' => self.number()?.map(Scalar::Int),
+            b'{' if cands.iter().any(|c| !leaf(c)) => {
+                self.object_on(depth, cands, paths, out)?;
+                None
+            }
+            _ => {
+                self.skip_value()?;
+                None
+            }
+        };
+        if let Some(v) = found {
+            for c in cands.iter().filter(|c| leaf(c)) {
+                if let Some(slot) = out.get_mut(*c) {
+                    *slot = Some(v.clone());
                 }
             }
-            b'-' | b'0'..=b'9' => {
-                if let Some(int) = self.number()? {
-                    for c in cands.iter().filter(|c| leaf(c)) {
-                        if let Some(slot) = out.get_mut(*c) {
-                            *slot = Some(Scalar::Int(int));
-                        }
-                    }
-                }
-            }
-            b'{' if cands.iter().any(|c| !leaf(c)) => self.object_on(depth, cands, paths, out)?,
-            _ => self.skip_value()?,
         }
         Some(())
     }
