@@ -25,6 +25,8 @@ elif timeout 120 rustup target add "$target" >/dev/null 2>&1; then
   echo "setup: added $target with rustup"
 elif [ -x /usr/bin/wasm-ld ] && [ -d /usr/lib/rustlib/src/rust/library ] && [ -x /usr/bin/cargo ]; then
   echo "setup: using Debian's rustc-web for $target"
+  # make lint runs clippy over the wasm32 glue with the same toolchain.
+  PATH=/usr/bin:$PATH /usr/bin/cargo clippy --version >/dev/null 2>&1 || apt_install rust-web-clippy
 else
   echo "setup: rustup cannot add $target here; installing Debian's rustc-web route"
   apt_install rustc-web cargo-web rust-web-src rust-web-clippy lld wasi-libc
