@@ -12,7 +12,6 @@ resident memory after the run, and the VM's memory over a long run.
 """
 
 import argparse
-import os
 import re
 import shutil
 import statistics
@@ -22,8 +21,6 @@ import tempfile
 from pathlib import Path
 
 import proxy
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
 
 GITHUB = {"prefix": "/webhooks", "sources": [{"id": "github", "dedupe": "github", "sinks": [
     {"type": "kafka", "ordered": True, "ordering_key": {"header": "x-github-hook-id"}}]}]}
@@ -74,13 +71,6 @@ def wrk(port, path, script, seconds, conns):
     total = int(re.search(r"(\d+) requests in", out).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return rps, p50, p99, total, int(non2xx.group(1)) if non2xx else 0
-
-
-def rss_kib(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def main():
@@ -135,16 +125,16 @@ def report(runs, envoys, args):
     print(f"\n.wasm: {wasm} bytes ({wasm / 1024:.0f} KiB)")
     for name, desc in [("a", "no filter"), ("b", "wasm, no sources"), ("c", "github"), ("d", "stripe json")]:
         e, _ = envoys[name]
-        print(f"Envoy RSS after the run, {desc}: {rss_kib(e.proc.pid) / 1024:.1f} MiB")
+        print(f"Envoy RSS after the run, {desc}: {e.rss_kib() / 1024:.1f} MiB")
 
 
 def long_run(envoy_port, script, args):
     e, port = envoy_port
-    before = rss_kib(e.proc.pid)
+    before = e.rss_kib()
     done, samples = 0, []
     while done < args.long:
         done += wrk(port, "/webhooks/stripe", script, 10, args.conns)[3]
-        samples.append(rss_kib(e.proc.pid))
+        samples.append(e.rss_kib())
     print(f"\nVM memory, (d) over {done} more requests: RSS {before / 1024:.1f} MiB before, "
           f"{samples[0] / 1024:.1f} MiB after the first 10 s, {samples[-1] / 1024:.1f} MiB at the end")
 

@@ -160,6 +160,13 @@ class Envoy:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}{path}", timeout=5) as r:
             return r.read().decode()
 
+    def rss_kib(self):
+        """Envoy's resident memory, in KiB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()

@@ -16,7 +16,6 @@ import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import proxy
 import upstream
@@ -141,21 +140,14 @@ def main():
 
         def progress(i):
             if i >= args.requests // 10 and len(rss) < 1:
-                rss.append(rss_kib(envoy.proc.pid))
+                rss.append(envoy.rss_kib())
 
         results = send_all(ports, reqs, args.conns, progress)
         took = time.time() - started
-        rss.append(rss_kib(envoy.proc.pid))
+        rss.append(envoy.rss_kib())
         report(args, reqs, want, results, up, took, rss, envoy)
     finally:
         envoy.stop()
-
-
-def rss_kib(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def report(args, reqs, want, results, up, took, rss, envoy):
