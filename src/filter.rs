@@ -226,7 +226,9 @@ fn strip(headers: Headers) -> Result<(usize, Headers), String> {
     let (spoofed, kept): (Vec<_>, Vec<_>) = headers
         .into_iter()
         .partition(|(n, _)| stamps::is_stamp_header(n));
+    // One removal per name takes every value of it.
     let mut names: Vec<&str> = spoofed.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
     names.dedup();
     for n in names {
         hostcalls::remove_map_value(MapType::HttpRequestHeaders, n)
