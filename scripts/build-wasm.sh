@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
 # Builds target/hookstamp.wasm (profile wasm: release with lto, panic=abort,
-# codegen-units 1; wasm32-wasip1);
-# `build-wasm.sh clippy` lints the wasm glue instead (warnings denied).
+# codegen-units 1; wasm32-wasip1), keeping only the exports it uses;
+# `build-wasm.sh clippy` lints the wasm glue instead (warnings denied);
+# `build-wasm.sh noop` builds target/noop.wasm, the empty filter the
+# benchmark measures beside hookstamp (benches/noop-filter).
 # Uses rustup's wasm32-wasip1 target where it is installed; otherwise
 # Debian's rustc-web + rust-web-src + lld, building std from source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=wasm32-wasip1
 cmd=${1:-build}
+dir=.
+built=hookstamp.wasm
+name=hookstamp.wasm
 extra=()
-[ "$cmd" = clippy ] && extra=(-- -D warnings)
+case "$cmd" in
+  clippy) extra=(-- -D warnings) ;;
+  noop) cmd=build dir=benches/noop-filter built=noop_filter.wasm name=noop.wasm ;;
+esac
 if [ "${HOOKSTAMP_WASM_ROUTE:-}" != debian ] && rustup target list --installed 2>/dev/null | grep -qx "$target"; then
-  cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}"
-  out=target/$target/wasm/hookstamp.wasm
+  (cd "$dir" && cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
+  out=$dir/target/$target/wasm/$built
 else
   # Separate target dir: another rustc must not invalidate the native build.
-  PATH=/usr/bin:$PATH RUSTC_BOOTSTRAP=1 \
-  CARGO_TARGET_DIR=target/debian-wasm \
-  CARGO_TARGET_WASM32_WASIP1_LINKER=wasm-ld \
-  CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-L /usr/lib/wasm32-wasi" \
-    /usr/bin/cargo "$cmd" --profile wasm --lib --target "$target" -Zbuild-std=std,panic_abort "${extra[@]}"
-  out=target/debian-wasm/$target/wasm/hookstamp.wasm
+  (cd "$dir" && PATH=/usr/bin:$PATH RUSTC_BOOTSTRAP=1 \
+    CARGO_TARGET_DIR=target/debian-wasm \
+    CARGO_TARGET_WASM32_WASIP1_LINKER=wasm-ld \
+    CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-L /usr/lib/wasm32-wasi" \
+    /usr/bin/cargo "$cmd" --profile wasm --lib --target "$target" -Zbuild-std=std,panic_abort "${extra[@]}")
+  out=$dir/target/debian-wasm/$target/wasm/$built
 fi
 [ "$cmd" = clippy ] && exit 0
-cp "$out" target/hookstamp.wasm
-echo "built target/hookstamp.wasm ($(stat -c %s target/hookstamp.wasm) bytes)"
+# Only the callbacks hookstamp uses stay exported: Envoy skips the others.
+python3 scripts/wasm-exports.py trim "$out" "target/$name"
+echo "built target/$name ($(stat -c %s "target/$name") bytes)"

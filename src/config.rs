@@ -351,6 +351,7 @@ fn check_source(i: usize, v: &Value, delivery: Delivery, errs: &mut Vec<String>)
             }
             for (idx, s) in sinks.iter().enumerate().take(MAX_SINKS) {
                 let ctx = SinkCtx {
+                    id: &id,
                     name: &name,
                     index: idx,
                     delivery,
@@ -504,10 +505,11 @@ fn check_dedupe(
             }
         },
     };
-    Some(Dedupe { key, ttl_ms })
+    Some(Dedupe::new(key, ttl_ms))
 }
 
 struct SinkCtx<'a> {
+    id: &'a str,
     name: &'a str,
     index: usize,
     delivery: Delivery,
@@ -590,7 +592,7 @@ fn check_sink(
         OrderingKey::Header(h) => KeySource::Header(h),
         OrderingKey::Json(p) => KeySource::Json(intern(paths, p)),
     });
-    Some(Lane { sink, key })
+    Some(Lane::new(sink, key, ctx.id))
 }
 
 enum OrderingKey {

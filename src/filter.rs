@@ -6,13 +6,14 @@
 //! and fail every request behind it.
 
 use crate::config::{self, Config};
+use crate::pairs;
 use crate::resolve::{self, Body, Stamped};
 use crate::route::{self, Route, REJECT_BODY, REJECT_STATUS};
 use crate::stamps;
 use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, MetricType};
+use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, MetricType, Status};
 use std::rc::Rc;
 
 proxy_wasm::main! {{
@@ -55,7 +56,8 @@ fn metric(kind: MetricType, name: &str) -> Option<u32> {
 }
 
 fn bump(id: Option<u32>, by: usize) {
-    if let Some(id) = id {
+    // Each increment is a host call: none for nothing.
+    if let Some(id) = id.filter(|_| by > 0) {
         // A failed increment is not worth failing a request over.
         let _ = hostcalls::increment_metric(id, i64::try_from(by).unwrap_or(i64::MAX));
     }
@@ -104,9 +106,7 @@ impl Metrics {
             return;
         };
         bump(m.stamped, 1);
-        if spoofed > 0 {
-            bump(m.spoofed, spoofed);
-        }
+        bump(m.spoofed, spoofed);
         if s.dedupe_key_missing {
             bump(m.dedupe_key_missing, 1);
         }
@@ -181,7 +181,8 @@ impl RootContext for Root {
 struct Pending {
     source: usize,
     tenant: String,
-    headers: Headers,
+    /// The request headers in the host's wire form (see `pairs`).
+    headers: Vec<u8>,
     spoofed: usize,
     /// The buffered body length Envoy last reported.
     seen: usize,
@@ -217,44 +218,89 @@ fn add_stamps(s: &Stamped) -> Result<(), String> {
     Ok(())
 }
 
-/// A header list as the host hands it: names, and values as bytes.
-type Headers = Vec<(String, Vec<u8>)>;
+mod abi {
+    extern "C" {
+        /// The ABI's header map read. The SDK's `get_map_bytes` wraps it,
+        /// but copies every name and value into an allocation of its own
+        /// (and panics on an unexpected status); hookstamp reads the host's
+        /// one buffer in place instead.
+        pub fn proxy_get_header_map_pairs(map: u32, data: *mut *mut u8, size: *mut usize) -> u32;
+    }
+}
 
-/// Removes every stamp-namespace header; returns how many there were and
-/// the remaining headers.
-fn strip(headers: Headers) -> Result<(usize, Headers), String> {
-    let (spoofed, kept): (Vec<_>, Vec<_>) = headers
-        .into_iter()
-        .partition(|(n, _)| stamps::is_stamp_header(n));
+/// The request headers, in the host's wire form (see `pairs`).
+fn request_headers() -> Result<Vec<u8>, String> {
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    let map = MapType::HttpRequestHeaders as u32;
+    // SAFETY: the host only writes the two out-parameters.
+    let status = unsafe { abi::proxy_get_header_map_pairs(map, &mut data, &mut size) };
+    if status != Status::Ok as u32 {
+        return Err(format!("cannot read request headers: status {status}"));
+    }
+    if data.is_null() {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the host allocated the buffer through the SDK's
+    // proxy_on_memory_allocate, a boxed slice of exactly `size` bytes that
+    // nothing else owns; this Vec takes it over and frees it.
+    Ok(unsafe { Vec::from_raw_parts(data, size, size) })
+}
+
+/// Removes every stamp-namespace header from the request, keeping the rest
+/// in `headers`; returns how many there were.
+fn strip(headers: &mut Vec<(&str, &[u8])>) -> Result<usize, String> {
+    let before = headers.len();
+    let mut names: Vec<&str> = headers
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| stamps::is_stamp_header(n))
+        .collect();
+    if names.is_empty() {
+        return Ok(0);
+    }
+    headers.retain(|(n, _)| !stamps::is_stamp_header(n));
     // One removal per name takes every value of it.
-    let mut names: Vec<&str> = spoofed.iter().map(|(n, _)| n.as_str()).collect();
     names.sort_unstable();
     names.dedup();
     for n in names {
         hostcalls::remove_map_value(MapType::HttpRequestHeaders, n)
             .map_err(|e| format!("cannot remove {n}: {e:?}"))?;
     }
-    Ok((spoofed.len(), kept))
+    Ok(before - headers.len())
 }
 
-fn header_text<'h>(headers: &'h Headers, name: &str) -> &'h str {
+fn header_text<'h>(headers: &[(&str, &'h [u8])], name: &str) -> &'h str {
     headers
         .iter()
-        .find(|(n, _)| n == name)
+        .find(|(n, _)| *n == name)
         .and_then(|(_, v)| std::str::from_utf8(v).ok())
         .unwrap_or("")
 }
 
+fn parse(raw: &[u8]) -> Result<Vec<(&str, &[u8])>, String> {
+    pairs::parse(raw).ok_or_else(|| "cannot parse the request headers".to_owned())
+}
+
 impl Request {
-    fn finish(&self, shared: &Shared, p: &Pending, body: Body) -> Action {
-        let Some(src) = shared.config.sources.get(p.source) else {
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        shared: &Shared,
+        source: usize,
+        tenant: &str,
+        headers: &[(&str, &[u8])],
+        spoofed: usize,
+        body: Body,
+    ) -> Action {
+        let Some(src) = shared.config.sources.get(source) else {
             return internal_error("routed to a missing source");
         };
-        let stamped = resolve::stamp(src, &p.tenant, &p.headers, body);
+        let stamped = resolve::stamp(src, tenant, headers, body);
         if let Err(e) = add_stamps(&stamped) {
             return internal_error(&e);
         }
-        shared.metrics.stamped(p.source, &stamped, p.spoofed);
+        shared.metrics.stamped(source, &stamped, spoofed);
         Action::Continue
     }
 
@@ -263,15 +309,20 @@ impl Request {
         let (Some(shared), Some(p)) = (self.shared.clone(), self.pending.take()) else {
             return Action::Continue;
         };
+        let headers = match parse(&p.headers) {
+            Ok(h) => h,
+            Err(e) => return internal_error(&e),
+        };
         let max = shared.config.max_json_bytes;
+        let finish = |body| self.finish(&shared, p.source, &p.tenant, &headers, p.spoofed, body);
         if p.seen > max {
-            return self.finish(&shared, &p, Body::TooLarge);
+            return finish(Body::TooLarge);
         }
         let bytes = match hostcalls::get_buffer(BufferType::HttpRequestBody, 0, p.seen) {
             Ok(b) => b.unwrap_or_default(),
             Err(e) => return internal_error(&format!("cannot read the body: {e:?}")),
         };
-        self.finish(&shared, &p, Body::of(&bytes, max))
+        finish(Body::of(&bytes, max))
     }
 }
 
@@ -280,13 +331,17 @@ impl HttpContext for Request {
         let Some(shared) = self.shared.clone() else {
             return internal_error("request on an unconfigured filter");
         };
-        let headers = match hostcalls::get_map_bytes(MapType::HttpRequestHeaders) {
+        let raw = match request_headers() {
+            Ok(r) => r,
+            Err(e) => return internal_error(&e),
+        };
+        let mut headers = match parse(&raw) {
             Ok(h) => h,
-            Err(e) => return internal_error(&format!("cannot read request headers: {e:?}")),
+            Err(e) => return internal_error(&e),
         };
         // Strip first, on every request: a client never chooses its stamps.
-        let (spoofed, headers) = match strip(headers) {
-            Ok(s) => s,
+        let spoofed = match strip(&mut headers) {
+            Ok(n) => n,
             Err(e) => return internal_error(&e),
         };
         let cfg = &shared.config;
@@ -305,22 +360,23 @@ impl HttpContext for Request {
             Route::Source { source, tenant } => (source, tenant),
         };
         let needs_body = cfg.sources.get(source).is_some_and(|s| s.needs_body());
-        let declared = header_text(&headers, "content-length").parse::<u64>().ok();
-        let p = Pending {
-            source,
-            tenant,
-            headers,
-            spoofed,
-            seen: 0,
-        };
         if !needs_body || end_of_stream {
-            return self.finish(&shared, &p, Body::Bytes(&[]));
+            return self.finish(&shared, source, tenant, &headers, spoofed, Body::Bytes(&[]));
         }
+        let declared = header_text(&headers, "content-length").parse::<u64>().ok();
         if declared.is_some_and(|n| n > cfg.max_json_bytes as u64) {
             // Never wait for a body that will not be decoded.
-            return self.finish(&shared, &p, Body::TooLarge);
+            return self.finish(&shared, source, tenant, &headers, spoofed, Body::TooLarge);
         }
-        self.pending = Some(p);
+        let tenant = tenant.to_owned();
+        drop(headers);
+        self.pending = Some(Pending {
+            source,
+            tenant,
+            headers: raw,
+            spoofed,
+            seen: 0,
+        });
         // Hold the headers until the body is in (allow_on_headers_stop_iteration).
         Action::Pause
     }

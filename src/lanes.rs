@@ -4,6 +4,7 @@
 //! The lane id is derived, not stored, so any upstream can recompute it.
 
 use crate::key::KeySource;
+use crate::stamps;
 use sha2::{Digest, Sha256};
 
 /// Keys longer than this are hashed: the SQS MessageGroupId limit.
@@ -19,6 +20,30 @@ pub struct Lane {
     pub sink: u16,
     /// Where its key comes from; `None` is the keyless lane.
     pub key: Option<KeySource>,
+    /// The stamp header names: id, key, group. Made once, at load.
+    pub names: [String; 3],
+    /// The keyless lane's id, lowercase hex: fixed per source and sink, so
+    /// it is computed at load, not per request.
+    pub keyless_id: String,
+}
+
+impl Lane {
+    pub fn new(sink: u16, key: Option<KeySource>, source_id: &str) -> Self {
+        Lane {
+            sink,
+            key,
+            names: stamps::lane_names(sink),
+            keyless_id: hex(&lane_id(sink, source_id, None)),
+        }
+    }
+}
+
+/// A lane id in lowercase hex, as it is stamped.
+pub fn hex(id: &[u8; 16]) -> String {
+    let mut buf = [0u8; 32];
+    // 32 bytes always hold the hex of 16: this cannot fail.
+    let _ = hex::encode_to_slice(id, &mut buf);
+    buf.iter().copied().map(char::from).collect()
 }
 
 /// The 16-byte lane id: the first 16 bytes of SHA-256 over
@@ -44,13 +69,14 @@ pub fn lane_id(sink: u16, source_id: &str, key: Option<&[u8]>) -> [u8; 16] {
     id
 }
 
-/// The group a sink hands its queue: the stamped key, or
-/// `<tenant>/<source_id>` for the keyless lane.
-pub fn group(key: Option<&[u8]>, tenant: &str, source_id: &str) -> Vec<u8> {
-    match key {
-        Some(k) => k.to_vec(),
-        None => format!("{tenant}/{source_id}").into_bytes(),
-    }
+/// The keyless lane's group a sink hands its queue: `<tenant>/<source_id>`
+/// (a keyed lane's group is its stamped key).
+pub fn keyless_group(tenant: &str, source_id: &str) -> String {
+    let mut g = String::with_capacity(tenant.len() + 1 + source_id.len());
+    g.push_str(tenant);
+    g.push('/');
+    g.push_str(source_id);
+    g
 }
 
 #[cfg(test)]
@@ -60,11 +86,15 @@ mod tests {
     #[test]
     fn vectors() {
         assert_eq!(
-            hex::encode(lane_id(0, "stripe", Some(b"cus_123"))),
+            hex(&lane_id(0, "stripe", Some(b"cus_123"))),
             "934b1a67e16c9f5bbe58f8aec60bcfd8"
         );
         assert_eq!(
-            hex::encode(lane_id(1, "stripe", None)),
+            hex(&lane_id(1, "stripe", None)),
+            "3bff39f3de54769d9fb6c5ffaecf4db8"
+        );
+        assert_eq!(
+            Lane::new(1, None, "stripe").keyless_id,
             "3bff39f3de54769d9fb6c5ffaecf4db8"
         );
     }

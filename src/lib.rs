@@ -9,6 +9,7 @@ pub mod dedupe;
 pub mod json;
 pub mod key;
 pub mod lanes;
+pub mod pairs;
 pub mod resolve;
 pub mod route;
 pub mod stamps;

@@ -29,11 +29,14 @@ impl<'b> Body<'b> {
     }
 }
 
-/// The stamps for one request, and what the metrics need to know.
+/// The stamps for one request, and what the metrics need to know. Names
+/// and values borrow from the config and the request where they can: a
+/// stamp is copied only when it is built (the idempotency key, a lane id)
+/// or percent-encoded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stamped {
+pub struct Stamped<'a> {
     /// The stamp headers, in contract order.
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<(&'a str, Cow<'a, str>)>,
     /// The source has dedupe but the request had no key.
     pub dedupe_key_missing: bool,
     /// Sink indices of keyed lanes whose key was missing (keyless instead).
@@ -44,20 +47,20 @@ pub struct Stamped {
 
 /// What happens to a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Outcome<'a> {
     Pass,
     Reject,
-    Forward { source: usize, stamped: Stamped },
+    Forward { source: usize, stamped: Stamped<'a> },
 }
 
 /// Routes and stamps a complete request, as the native harness sees it.
-pub fn handle<N, V>(
-    cfg: &Config,
+pub fn handle<'a, N, V>(
+    cfg: &'a Config,
     method: &str,
-    path: &str,
-    headers: &[(N, V)],
-    body: &[u8],
-) -> Outcome
+    path: &'a str,
+    headers: &'a [(N, V)],
+    body: &'a [u8],
+) -> Outcome<'a>
 where
     N: AsRef<str>,
     V: AsRef<[u8]>,
@@ -68,7 +71,7 @@ where
         Route::Source { source, tenant } => match cfg.sources.get(source) {
             Some(src) => Outcome::Forward {
                 source,
-                stamped: stamp(src, &tenant, headers, Body::of(body, cfg.max_json_bytes)),
+                stamped: stamp(src, tenant, headers, Body::of(body, cfg.max_json_bytes)),
             },
             None => Outcome::Reject,
         },
@@ -76,12 +79,20 @@ where
 }
 
 /// Computes the stamps of a request routed to `src` for `tenant`.
-pub fn stamp<N, V>(src: &Source, tenant: &str, headers: &[(N, V)], body: Body) -> Stamped
+pub fn stamp<'a, N, V>(
+    src: &'a Source,
+    tenant: &'a str,
+    headers: &'a [(N, V)],
+    body: Body<'a>,
+) -> Stamped<'a>
 where
     N: AsRef<str>,
     V: AsRef<[u8]>,
 {
-    let mut out = Stamped::default();
+    let mut out = Stamped {
+        headers: Vec::with_capacity(5 + 3 * src.lanes.len()),
+        ..Stamped::default()
+    };
     // One decode serves the dedupe key and every json ordering key.
     let found: Vec<Option<Scalar>> = match (src.needs_body(), body) {
         (false, _) => Vec::new(),
@@ -92,29 +103,28 @@ where
         (true, Body::Bytes(b)) => json::extract(b, &src.paths).unwrap_or_default(),
     };
     // A JSON integer is a dedupe key (`ints`) but never an ordering key.
-    let lookup = |k: &KeySource, ints: bool| -> Option<Cow<[u8]>> {
+    let lookup = |k: &KeySource, ints: bool| -> Option<Cow<'a, [u8]>> {
         let raw = match k {
-            KeySource::Header(h) => key::first_header(headers, h)?,
+            KeySource::Header(h) => Cow::Borrowed(key::first_header(headers, h)?),
             KeySource::Json(i) => match found.get(*i)? {
-                Some(Scalar::Str(s)) => s.as_bytes(),
-                Some(Scalar::Int(n)) if ints => n.as_bytes(),
+                Some(Scalar::Str(s)) => bytes(s),
+                Some(Scalar::Int(n)) if ints => Cow::Borrowed(n.as_bytes()),
                 _ => return None,
             },
         };
-        (!raw.is_empty()).then_some(Cow::Borrowed(raw))
+        (!raw.is_empty()).then_some(raw)
     };
     let h = &mut out.headers;
-    h.push((stamps::SOURCE.into(), stamps::encode(src.id.as_bytes())));
-    h.push((stamps::TENANT.into(), stamps::encode(tenant.as_bytes())));
+    h.push((stamps::SOURCE, stamps::encode(src.id.as_bytes())));
+    h.push((stamps::TENANT, stamps::encode(tenant.as_bytes())));
     if let Some(d) = &src.dedupe {
         match lookup(&d.key, true) {
             Some(raw) => {
                 let k = key::cap(raw, MAX_DEDUPE_KEY);
-                let mut idem = format!("{tenant}:{}:", src.id).into_bytes();
-                idem.extend_from_slice(&k);
-                h.push((stamps::DEDUPE_KEY.into(), stamps::encode(&k)));
-                h.push((stamps::DEDUPE_TTL_MS.into(), d.ttl_ms.to_string()));
-                h.push((stamps::IDEMPOTENCY_KEY.into(), stamps::encode(&idem)));
+                let idem = idempotency_key(tenant, &src.id, &k);
+                h.push((stamps::DEDUPE_KEY, stamps::encode_key(&k)));
+                h.push((stamps::DEDUPE_TTL_MS, Cow::Borrowed(&d.ttl_text)));
+                h.push((stamps::IDEMPOTENCY_KEY, idem));
             }
             None => out.dedupe_key_missing = true,
         }
@@ -125,22 +135,53 @@ where
             .as_ref()
             .and_then(|ks| lookup(ks, false))
             .map(|raw| key::cap(raw, MAX_LANE_KEY));
-        if lane.key.is_some() && k.is_none() {
-            out.lane_keys_missing.push(lane.sink);
+        let [id_name, key_name, group_name] = &lane.names;
+        match k {
+            Some(k) => {
+                let id = lanes::hex(&lanes::lane_id(lane.sink, &src.id, Some(&k)));
+                let encoded = stamps::encode_key(&k);
+                h.push((id_name, Cow::Owned(id)));
+                h.push((key_name, encoded.clone()));
+                // A keyed lane's group is its stamped key.
+                h.push((group_name, encoded));
+            }
+            None => {
+                if lane.key.is_some() {
+                    out.lane_keys_missing.push(lane.sink);
+                }
+                let group = lanes::keyless_group(tenant, &src.id);
+                h.push((id_name, Cow::Borrowed(&lane.keyless_id)));
+                h.push((key_name, Cow::Borrowed("")));
+                h.push((group_name, Cow::Owned(stamps::encode_string(group))));
+            }
         }
-        let k = k.as_deref();
-        let [id_name, key_name, group_name] = stamps::lane_names(lane.sink);
-        h.push((id_name, hex::encode(lanes::lane_id(lane.sink, &src.id, k))));
-        h.push((key_name, stamps::encode(k.unwrap_or_default())));
-        h.push((
-            group_name,
-            stamps::encode(&lanes::group(k, tenant, &src.id)),
-        ));
     }
     out
 }
 
-impl Outcome {
+/// A JSON string's bytes, borrowed from the body unless it had escapes.
+fn bytes<'a>(s: &Cow<'a, str>) -> Cow<'a, [u8]> {
+    match s {
+        Cow::Borrowed(b) => Cow::Borrowed(b.as_bytes()),
+        Cow::Owned(o) => Cow::Owned(o.clone().into_bytes()),
+    }
+}
+
+/// `<tenant>:<source_id>:<key>`, percent-encoded.
+fn idempotency_key<'a>(tenant: &str, source_id: &str, key: &[u8]) -> Cow<'a, str> {
+    let mut raw = Vec::with_capacity(tenant.len() + source_id.len() + key.len() + 2);
+    raw.extend_from_slice(tenant.as_bytes());
+    raw.push(b':');
+    raw.extend_from_slice(source_id.as_bytes());
+    raw.push(b':');
+    raw.extend_from_slice(key);
+    match String::from_utf8(raw) {
+        Ok(s) => Cow::Owned(stamps::encode_string(s)),
+        Err(e) => Cow::Owned(stamps::encode(e.as_bytes()).into_owned()),
+    }
+}
+
+impl Outcome<'_> {
     /// The harness's JSON form: `{"action":"forward","headers":[[n,v],..]}`,
     /// `{"action":"reject","status":404}` or `{"action":"pass"}`.
     pub fn to_json(&self) -> serde_json::Value {
@@ -152,7 +193,7 @@ impl Outcome {
                 let headers: Vec<[&str; 2]> = stamped
                     .headers
                     .iter()
-                    .map(|(n, v)| [n.as_str(), v.as_str()])
+                    .map(|(n, v)| [*n, v.as_ref()])
                     .collect();
                 json!({"action": "forward", "headers": headers})
             }

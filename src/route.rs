@@ -8,17 +8,18 @@ pub const REJECT_BODY: &str = r#"{"error":"unknown_source"}"#;
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub enum Route<'a> {
     /// Not a webhook of ours (outside the prefix, or not POST): untouched.
     Pass,
     /// Under the prefix but names no source: answered 404 by the filter.
     Reject,
     /// A webhook of source `source` (an index) for `tenant`.
-    Source { source: usize, tenant: String },
+    /// The tenant is borrowed from the config or the path.
+    Source { source: usize, tenant: &'a str },
 }
 
 /// Routes by method and path (`:path`, query string ignored).
-pub fn route(cfg: &Config, method: &str, path: &str) -> Route {
+pub fn route<'a>(cfg: &'a Config, method: &str, path: &'a str) -> Route<'a> {
     if method != "POST" {
         return Route::Pass;
     }
@@ -34,16 +35,13 @@ pub fn route(cfg: &Config, method: &str, path: &str) -> Route {
         (Routing::Path, [id]) => match cfg.find(id) {
             Some((source, s)) => Route::Source {
                 source,
-                tenant: s.tenant.clone(),
+                tenant: &s.tenant,
             },
             None => Route::Reject,
         },
         (Routing::TenantPath, [tenant, id]) if tenant_ok(tenant) => match cfg.find(id) {
             Some((source, s)) if s.tenant == DEFAULT_TENANT || s.tenant == *tenant => {
-                Route::Source {
-                    source,
-                    tenant: (*tenant).to_owned(),
-                }
+                Route::Source { source, tenant }
             }
             _ => Route::Reject,
         },

@@ -1,5 +1,7 @@
 //! The stamp headers: the contract with the upstream queue.
 
+use std::borrow::Cow;
+
 /// Every request header with this prefix is removed before anything else.
 pub const PREFIX: &str = "x-hookstamp-";
 
@@ -24,21 +26,49 @@ pub fn lane_names(i: u16) -> [String; 3] {
     ]
 }
 
+fn safe(b: u8) -> bool {
+    (0x21..=0x7E).contains(&b) && b != b'%'
+}
+
 /// Percent-encodes a value so any key bytes fit in a header: bytes
 /// 0x21..=0x7E other than `%` stay, every other byte becomes `%XX`.
-pub fn encode(raw: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut out = String::with_capacity(raw.len());
-    for &b in raw {
-        if (0x21..=0x7E).contains(&b) && b != b'%' {
-            out.push(b as char);
-        } else {
-            out.push('%');
-            out.push(HEX[usize::from(b >> 4)] as char);
-            out.push(HEX[usize::from(b & 0xF)] as char);
+/// Most keys need nothing encoded, and are borrowed, not copied.
+pub fn encode(raw: &[u8]) -> Cow<'_, str> {
+    if raw.iter().all(|&b| safe(b)) {
+        // Every safe byte is ASCII, so this is always valid UTF-8.
+        if let Ok(s) = std::str::from_utf8(raw) {
+            return Cow::Borrowed(s);
         }
     }
-    out
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(raw.len() + 8);
+    for &b in raw {
+        if safe(b) {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xF)]));
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `encode` of an owned string, which is kept when nothing needs encoding.
+pub fn encode_string(s: String) -> String {
+    match encode(s.as_bytes()) {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(e) => Some(e),
+    }
+    .unwrap_or(s)
+}
+
+/// `encode`, keeping the lifetime of a borrowed key.
+pub fn encode_key<'a>(key: &Cow<'a, [u8]>) -> Cow<'a, str> {
+    match key {
+        Cow::Borrowed(b) => encode(b),
+        Cow::Owned(v) => Cow::Owned(encode(v).into_owned()),
+    }
 }
 
 #[cfg(test)]
@@ -48,6 +78,8 @@ mod tests {
     #[test]
     fn encodes_outside_visible_ascii_and_percent() {
         assert_eq!(encode(b"a b%\n\x00\xff~!"), "a%20b%25%0A%00%FF~!");
+        assert!(matches!(encode(b"evt_1~!"), Cow::Borrowed("evt_1~!")));
+        assert_eq!(encode(b""), "");
     }
 
     #[test]

@@ -24,13 +24,13 @@ pub fn decode(v: &str) -> Vec<u8> {
 /// Resolves a request twice and checks: the same stamps both times; one
 /// lane triple per ordered sink; every value header-safe; keys within their
 /// length rules (or hashed). Returns the outcome.
-pub fn check(
-    cfg: &Config,
+pub fn check<'a>(
+    cfg: &'a Config,
     method: &str,
-    path: &str,
-    headers: &[(String, Vec<u8>)],
-    body: &[u8],
-) -> Outcome {
+    path: &'a str,
+    headers: &'a [(String, Vec<u8>)],
+    body: &'a [u8],
+) -> Outcome<'a> {
     let a = resolve::handle(cfg, method, path, headers, body);
     let b = resolve::handle(cfg, method, path, headers, body);
     assert_eq!(a, b, "the same request must give the same stamps");
@@ -50,7 +50,7 @@ pub fn check(
             "{name}: {value:?} is not header-safe"
         );
         let raw = decode(value);
-        let limit = match name.as_str() {
+        let limit = match *name {
             "x-hookstamp-dedupe-key" => 200,
             n if n.ends_with("-key") && n.starts_with("x-hookstamp-lane-") => 128,
             _ => continue,

@@ -1,0 +1,107 @@
+//! The proxy-wasm wire form of a header map, read in place.
+//!
+//! The host hands a map as `u32le count`, then `count` pairs of `u32le`
+//! name and value lengths, then each name and each value followed by a NUL.
+//! Borrowing names and values from that one buffer, instead of copying each
+//! into its own allocation, is most of what reading the headers costs in the
+//! VM.
+
+/// Reads a serialised map; `None` when the bytes do not have that shape
+/// (never a panic). An empty buffer is an empty map.
+pub fn parse(raw: &[u8]) -> Option<Vec<(&str, &[u8])>> {
+    if raw.is_empty() {
+        return Some(Vec::new());
+    }
+    let count = usize::try_from(u32le(raw, 0)?).ok()?;
+    let mut next = count.checked_mul(8)?.checked_add(4)?;
+    // Each pair takes at least 10 bytes: this bounds the allocation.
+    if count > raw.len() / 10 {
+        return None;
+    }
+    let mut map = Vec::with_capacity(count);
+    for i in 0..count {
+        let name_len = usize::try_from(u32le(raw, 4 + 8 * i)?).ok()?;
+        let value_len = usize::try_from(u32le(raw, 8 + 8 * i)?).ok()?;
+        let (name, after) = field(raw, next, name_len)?;
+        let (value, after) = field(raw, after, value_len)?;
+        next = after;
+        map.push((std::str::from_utf8(name).ok()?, value));
+    }
+    Some(map)
+}
+
+fn u32le(raw: &[u8], at: usize) -> Option<u32> {
+    let b = raw.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// `len` bytes at `at`, which must be followed by a NUL; and where the
+/// next field starts.
+fn field(raw: &[u8], at: usize, len: usize) -> Option<(&[u8], usize)> {
+    let end = at.checked_add(len)?;
+    let bytes = raw.get(at..end)?;
+    (raw.get(end) == Some(&0)).then_some((bytes, end + 1))
+}
+
+/// The wire form of `map`, as the host writes it (for tests and fuzzing).
+pub fn serialise(map: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(map.len() as u32).to_le_bytes());
+    for (n, v) in map {
+        out.extend_from_slice(&(n.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    }
+    for (n, v) in map {
+        out.extend_from_slice(n.as_bytes());
+        out.push(0);
+        out.extend_from_slice(v);
+        out.push(0);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let map: Vec<(&str, &[u8])> = vec![
+            (":method", b"POST"),
+            (":path", b"/webhooks/github"),
+            ("x-empty", b""),
+            ("x-bin", b"a\0b\xff"),
+        ];
+        assert_eq!(parse(&serialise(&map)), Some(map));
+        assert_eq!(parse(&[]), Some(vec![]));
+        assert_eq!(parse(&serialise(&[])), Some(vec![]));
+    }
+
+    #[test]
+    fn malformed_is_none() {
+        let good = serialise(&[("a", b"1"), ("bb", b"22")]);
+        // Every truncation, and a missing NUL, is refused.
+        for cut in 1..good.len() {
+            assert_eq!(parse(&good[..cut]), None, "cut at {cut}");
+        }
+        let mut no_nul = good.clone();
+        let last = no_nul.len() - 1;
+        no_nul[last] = b'x';
+        assert_eq!(parse(&no_nul), None);
+        // A count far beyond the buffer, and lengths that overflow.
+        assert_eq!(parse(&[0xff, 0xff, 0xff, 0xff]), None);
+        let mut huge = serialise(&[("a", b"1")]);
+        huge[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(parse(&huge), None);
+        // A name that is not UTF-8.
+        assert_eq!(
+            parse(
+                &serialise(&[("a", b"1")])
+                    .iter()
+                    .map(|&b| if b == b'a' { 0xff } else { b })
+                    .collect::<Vec<_>>()
+            ),
+            None
+        );
+    }
+}
