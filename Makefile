@@ -18,10 +18,12 @@ wasm: setup            ## the filter: target/hookstamp.wasm
 fmt:
 	cargo fmt
 	cd fuzz && cargo fmt
+	cd benches/noop-filter && cargo fmt
 
 lint: setup            ## rustfmt, and clippy with warnings denied (native and wasm glue)
 	cargo fmt --check
 	cd fuzz && cargo fmt --check
+	cd benches/noop-filter && cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	scripts/build-wasm.sh clippy
 
@@ -42,8 +44,10 @@ bench: bench-native bench-envoy   ## both benchmark tables, in one command
 bench-native:          ## the core vs a full serde_json decode, side by side
 	cargo bench --bench core
 
-bench-envoy: wasm      ## Envoy with and without the filter, driven by wrk
-	command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+bench-envoy: wasm      ## Envoy without a filter, with an empty one and with hookstamp: wrk and callgrind
+	scripts/build-wasm.sh noop
+	command -v wrk >/dev/null && command -v valgrind >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq wrk valgrind; }
 	cd tests/e2e && python3 bench_envoy.py
 
 fuzz:                  ## each fuzz target for FUZZ_SECONDS (default 60), seeded from the case tables

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds target/hookstamp.wasm (profile wasm: release with lto, panic=abort,
-# codegen-units 1; wasm32-wasip1), keeping only the exports it uses;
+# codegen-units 1; wasm32-wasip1), keeping only the exports it uses and the
+# code they reach (binaryen's wasm-opt, dead code removal only);
 # `build-wasm.sh clippy` lints the wasm glue instead (warnings denied);
 # `build-wasm.sh noop` builds target/noop.wasm, the empty filter the
 # benchmark measures beside hookstamp (benches/noop-filter).
@@ -31,6 +32,11 @@ else
   out=$dir/target/debian-wasm/$target/wasm/$built
 fi
 [ "$cmd" = clippy ] && exit 0
+command -v wasm-opt >/dev/null || { echo "wasm-opt (binaryen) is missing: run make setup" >&2; exit 1; }
 # Only the callbacks hookstamp uses stay exported: Envoy skips the others.
-python3 scripts/wasm-exports.py trim "$out" "target/$name"
+python3 scripts/wasm-exports.py trim "$out" "target/$name.trimmed"
+# Then the code only they reached goes too (nothing else is optimised).
+wasm-opt --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int \
+  --enable-mutable-globals --remove-unused-module-elements "target/$name.trimmed" -o "target/$name"
+rm -f "target/$name.trimmed"
 echo "built target/$name ($(stat -c %s "target/$name") bytes)"

@@ -251,21 +251,17 @@ fn request_headers() -> Result<Vec<u8>, String> {
 /// in `headers`; returns how many there were.
 fn strip(headers: &mut Vec<(&str, &[u8])>) -> Result<usize, String> {
     let before = headers.len();
-    let mut names: Vec<&str> = headers
-        .iter()
-        .map(|(n, _)| *n)
-        .filter(|n| stamps::is_stamp_header(n))
-        .collect();
-    if names.is_empty() {
-        return Ok(0);
-    }
-    headers.retain(|(n, _)| !stamps::is_stamp_header(n));
     // One removal per name takes every value of it.
-    names.sort_unstable();
-    names.dedup();
-    for n in names {
-        hostcalls::remove_map_value(MapType::HttpRequestHeaders, n)
-            .map_err(|e| format!("cannot remove {n}: {e:?}"))?;
+    let mut removed: Vec<&str> = Vec::new();
+    for (n, _) in headers.iter() {
+        if stamps::is_stamp_header(n) && !removed.contains(n) {
+            hostcalls::remove_map_value(MapType::HttpRequestHeaders, n)
+                .map_err(|e| format!("cannot remove {n}: {e:?}"))?;
+            removed.push(n);
+        }
+    }
+    if !removed.is_empty() {
+        headers.retain(|(n, _)| !stamps::is_stamp_header(n));
     }
     Ok(before - headers.len())
 }

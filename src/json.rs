@@ -69,6 +69,12 @@ pub fn is_valid(body: &[u8]) -> bool {
     extract(body, &[]).is_some()
 }
 
+/// Whether a byte ends a run of plain string bytes.
+#[inline]
+fn ends_run_at(c: u8) -> bool {
+    c == b'"' || c == b'\\' || c < 0x20
+}
+
 /// Eight bytes as a little-endian word (0, which ends a run, if not eight).
 #[inline]
 fn word(b: &[u8]) -> u64 {
@@ -330,8 +336,23 @@ impl<'a> Parser<'a> {
     /// byte (invalid inside a string). UTF-8 was validated up front.
     #[inline]
     fn plain_run(&mut self) {
-        // Sixteen bytes at a time while none of them ends the run: most of
-        // a webhook body is string bytes, and this is its inner loop.
+        // Most keys and values are short: a byte at a time first.
+        let short = self.i + 16;
+        while let Some(&c) = self.b.get(self.i) {
+            if ends_run_at(c) {
+                return;
+            }
+            self.i += 1;
+            if self.i == short {
+                return self.long_run();
+            }
+        }
+    }
+
+    /// The rest of a long run (a description, an embedded document):
+    /// sixteen bytes at a time while none of them ends it.
+    #[inline(never)]
+    fn long_run(&mut self) {
         if let Some(rest) = self.b.get(self.i..) {
             for pair in rest.chunks_exact(16) {
                 let (a, b) = pair.split_at(8);
@@ -342,7 +363,7 @@ impl<'a> Parser<'a> {
             }
         }
         while let Some(&c) = self.b.get(self.i) {
-            if c == b'"' || c == b'\\' || c < 0x20 {
+            if ends_run_at(c) {
                 break;
             }
             self.i += 1;

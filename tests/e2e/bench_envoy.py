@@ -5,6 +5,8 @@ answering with direct_response so no upstream is the bottleneck:
   (a) no wasm filter
   (n) an empty proxy-wasm filter on the same SDK (benches/noop-filter), with
       hookstamp's exports: the floor of any such filter, whatever it does
+  (n8) the same filter adding 8 request headers (one host call each), as
+      many as hookstamp stamps in (c) and (d)
   (b) hookstamp with no sources (every request still has its stamp headers
       stripped)
   (c) github preset + header lane
@@ -43,7 +45,8 @@ STRIPE = {"prefix": "/webhooks", "sources": [{"id": "stripe", "dedupe": "stripe"
 # stripped of stamp headers, which is the floor of any request.
 ENVOYS = {  # name: (wasm or None for no filter, plugin config)
     "a": (None, None),
-    "n": (NOOP, {}),
+    "n": (NOOP, 0),
+    "n8": (NOOP, 8),
     "b": (proxy.WASM, {"prefix": "/elsewhere", "sources": []}),
     "c": (proxy.WASM, GITHUB),
     "d": (proxy.WASM, STRIPE),
@@ -62,6 +65,7 @@ JSON = [("content-type", "application/json")]
 CASES = [  # label, description, envoy, path, headers, body
     ("a", "no wasm filter", "a", "/webhooks/github", GH, b"{}"),
     ("n", "empty wasm filter", "n", "/webhooks/github", GH, b"{}"),
+    ("n8", "empty + 8 header adds", "n8", "/webhooks/github", GH, b"{}"),
     ("b", "hookstamp, no sources", "b", "/webhooks/github", GH, b"{}"),
     ("c", "github header source", "c", "/webhooks/github", GH, b"{}"),
     ("d", "stripe 1 KiB json", "d", "/webhooks/stripe", JSON, event(1024)),
@@ -134,16 +138,20 @@ def rounds(envoys, scripts, args, conns, seconds):
             for k, v in runs.items()}
 
 
+def row_name(label, desc):
+    return f"({label}) {desc}"
+
+
 def throughput_table(med, args):
     a, b = med["a"], med["b"]
     print(f"\n1. Throughput: Envoy {proxy_version()} --concurrency 1, direct_response, wrk -t1 "
           f"-c{args.conns}{', pinned' if PIN else ''}, {args.rounds} interleaved rounds of "
           f"{args.seconds}s, medians\n")
-    print(f"{'config':<26} {'req/s':>8} {'vs (a)':>7} {'vs (b)':>7} {'CPU us/req':>11} "
+    print(f"{'config':<28} {'req/s':>8} {'vs (a)':>7} {'vs (b)':>7} {'CPU us/req':>11} "
           f"{'+us vs (a)':>11} {'p99 us':>8} {'non-2xx':>8}")
     for label, desc, *_ in CASES:
         rps, _, p99, _, _, cpu, bad = med[label]
-        print(f"({label}) {desc:<22} {rps:>8.0f} {rps / a[0]:>6.0%} {rps / b[0]:>6.0%} "
+        print(f"{row_name(label, desc):<28} {rps:>8.0f} {rps / a[0]:>6.0%} {rps / b[0]:>6.0%} "
               f"{cpu:>11.1f} {cpu - a[5]:>11.1f} {p99:>8.0f} {bad:>8}")
     print("\nCPU us/req: Envoy's user + system CPU time over the requests served. p99 at this load "
           "is mostly queueing\nbehind the other connections; table 2 has the latency of a lone request.")
@@ -153,10 +161,10 @@ def latency_table(med, args):
     a = med["a"]
     print(f"\n2. Latency: wrk -t1 -c1 (one request at a time), {args.rounds} interleaved rounds of "
           f"{args.latency_seconds}s, medians\n")
-    print(f"{'config':<26} {'p50 us':>8} {'p99 us':>8} {'p50 +us vs (a)':>15} {'p99 +us vs (a)':>15}")
+    print(f"{'config':<28} {'p50 us':>8} {'p99 us':>8} {'p50 +us vs (a)':>15} {'p99 +us vs (a)':>15}")
     for label, desc, *_ in CASES:
         _, p50, p99, *_ = med[label]
-        print(f"({label}) {desc:<22} {p50:>8.0f} {p99:>8.0f} {p50 - a[1]:>15.0f} {p99 - a[2]:>15.0f}")
+        print(f"{row_name(label, desc):<28} {p50:>8.0f} {p99:>8.0f} {p50 - a[1]:>15.0f} {p99 - a[2]:>15.0f}")
 
 
 class Client:
@@ -216,10 +224,10 @@ def instructions_table(counts, args):
     a, b = counts["a"], counts["b"]
     print(f"\n3. Instructions: Envoy under callgrind, {args.requests} requests on one connection "
           f"after {args.requests} to warm up\n")
-    print(f"{'config':<26} {'instr/req':>10} {'+ vs (a)':>9} {'+ vs (b)':>9} {'(a)/this':>9}")
+    print(f"{'config':<28} {'instr/req':>10} {'+ vs (a)':>9} {'+ vs (b)':>9} {'(a)/this':>9}")
     for label, desc, *_ in CASES:
         n = counts[label]
-        print(f"({label}) {desc:<22} {n:>10.0f} {n - a:>9.0f} {n - b:>9.0f} {a / n:>8.0%}")
+        print(f"{row_name(label, desc):<28} {n:>10.0f} {n - a:>9.0f} {n - b:>9.0f} {a / n:>8.0%}")
     print("\n(a)/this: the share of (a)'s request rate left if time followed instructions.")
 
 

@@ -125,7 +125,7 @@ def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None):
 def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None):
     """One listener per plugin config: {name: (port, config or None)};
     `wasm` replaces the built hookstamp.wasm."""
-    biggest = max([(c or {}).get("max_json_bytes", 1048576) for _, c in configs.values()] + [1048576])
+    biggest = max([c.get("max_json_bytes", 1048576) for _, c in configs.values() if isinstance(c, dict)] + [1048576])
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
         "stats_config": {"stats_tags": STATS_TAGS},

@@ -1,23 +1,47 @@
 //! An empty proxy-wasm filter: every callback answers Continue (the SDK's
 //! defaults). Built with hookstamp's exports, it is the floor that any
-//! filter on this SDK pays in Envoy's V8, whatever it does.
+//! filter on this SDK pays in Envoy's V8, whatever it does. With a plugin
+//! configuration of `N`, it also adds N request headers per request, one
+//! host call each, as hookstamp adds its stamps: what those calls cost any
+//! filter.
 
 #[cfg(target_arch = "wasm32")]
 mod filter {
+    use proxy_wasm::hostcalls;
     use proxy_wasm::traits::{Context, HttpContext, RootContext};
-    use proxy_wasm::types::ContextType;
+    use proxy_wasm::types::{Action, BufferType, ContextType, MapType};
+    use std::rc::Rc;
 
     proxy_wasm::main! {{
-        proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root) });
+        proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
+            Box::new(Root { names: Rc::new(Vec::new()) })
+        });
     }}
 
-    struct Root;
+    /// A value as long as a lane id.
+    const VALUE: &str = "934b1a67e16c9f5bbe58f8aec60bcfd8";
+
+    struct Root {
+        names: Rc<Vec<String>>,
+    }
 
     impl Context for Root {}
 
     impl RootContext for Root {
+        fn on_configure(&mut self, _size: usize) -> bool {
+            let raw = hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX);
+            let n = match raw {
+                Ok(Some(b)) => String::from_utf8_lossy(&b).trim().parse().unwrap_or(0),
+                _ => 0,
+            };
+            self.names = Rc::new((0..n).map(|i| format!("x-noop-header-{i}")).collect());
+            true
+        }
+
         fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-            Some(Box::new(Pass))
+            Some(Box::new(Pass {
+                names: self.names.clone(),
+            }))
         }
 
         fn get_type(&self) -> Option<ContextType> {
@@ -25,9 +49,18 @@ mod filter {
         }
     }
 
-    struct Pass;
+    struct Pass {
+        names: Rc<Vec<String>>,
+    }
 
     impl Context for Pass {}
 
-    impl HttpContext for Pass {}
+    impl HttpContext for Pass {
+        fn on_http_request_headers(&mut self, _num_headers: usize, _end: bool) -> Action {
+            for name in self.names.iter() {
+                let _ = hostcalls::add_map_value(MapType::HttpRequestHeaders, name, VALUE);
+            }
+            Action::Continue
+        }
+    }
 }
