@@ -278,28 +278,28 @@ fn parse(raw: &[u8]) -> Result<Vec<(&str, &[u8])>, String> {
     pairs::parse(raw).ok_or_else(|| "cannot parse the request headers".to_owned())
 }
 
-impl Request {
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &self,
-        shared: &Shared,
-        source: usize,
-        tenant: &str,
-        headers: &[(&str, &[u8])],
-        spoofed: usize,
-        body: Body,
-    ) -> Action {
-        let Some(src) = shared.config.sources.get(source) else {
-            return internal_error("routed to a missing source");
-        };
-        let stamped = resolve::stamp(src, tenant, headers, body);
-        if let Err(e) = add_stamps(&stamped) {
-            return internal_error(&e);
-        }
-        shared.metrics.stamped(source, &stamped, spoofed);
-        Action::Continue
-    }
+/// A request routed to a source: which one, for which tenant, and how many
+/// stamp headers the client had sent.
+struct Routed<'a> {
+    source: usize,
+    tenant: &'a str,
+    spoofed: usize,
+}
 
+/// Stamps a routed request and lets it go on.
+fn finish(shared: &Shared, r: &Routed, headers: &[(&str, &[u8])], body: Body) -> Action {
+    let Some(src) = shared.config.sources.get(r.source) else {
+        return internal_error("routed to a missing source");
+    };
+    let stamped = resolve::stamp(src, r.tenant, headers, body);
+    if let Err(e) = add_stamps(&stamped) {
+        return internal_error(&e);
+    }
+    shared.metrics.stamped(r.source, &stamped, r.spoofed);
+    Action::Continue
+}
+
+impl Request {
     /// Finishes a buffered request with the body Envoy holds.
     fn finish_buffered(&mut self) -> Action {
         let (Some(shared), Some(p)) = (self.shared.clone(), self.pending.take()) else {
@@ -309,16 +309,20 @@ impl Request {
             Ok(h) => h,
             Err(e) => return internal_error(&e),
         };
+        let routed = Routed {
+            source: p.source,
+            tenant: &p.tenant,
+            spoofed: p.spoofed,
+        };
         let max = shared.config.max_json_bytes;
-        let finish = |body| self.finish(&shared, p.source, &p.tenant, &headers, p.spoofed, body);
         if p.seen > max {
-            return finish(Body::TooLarge);
+            return finish(&shared, &routed, &headers, Body::TooLarge);
         }
         let bytes = match hostcalls::get_buffer(BufferType::HttpRequestBody, 0, p.seen) {
             Ok(b) => b.unwrap_or_default(),
             Err(e) => return internal_error(&format!("cannot read the body: {e:?}")),
         };
-        finish(Body::of(&bytes, max))
+        finish(&shared, &routed, &headers, Body::of(&bytes, max))
     }
 }
 
@@ -356,13 +360,18 @@ impl HttpContext for Request {
             Route::Source { source, tenant } => (source, tenant),
         };
         let needs_body = cfg.sources.get(source).is_some_and(|s| s.needs_body());
+        let routed = Routed {
+            source,
+            tenant,
+            spoofed,
+        };
         if !needs_body || end_of_stream {
-            return self.finish(&shared, source, tenant, &headers, spoofed, Body::Bytes(&[]));
+            return finish(&shared, &routed, &headers, Body::Bytes(&[]));
         }
         let declared = header_text(&headers, "content-length").parse::<u64>().ok();
         if declared.is_some_and(|n| n > cfg.max_json_bytes as u64) {
             // Never wait for a body that will not be decoded.
-            return self.finish(&shared, source, tenant, &headers, spoofed, Body::TooLarge);
+            return finish(&shared, &routed, &headers, Body::TooLarge);
         }
         let tenant = tenant.to_owned();
         drop(headers);
