@@ -219,6 +219,8 @@ fn add_stamps(s: &Stamped) -> Result<(), String> {
 }
 
 mod abi {
+    // Named as the host's import, so no toolchain treats it as undefined.
+    #[link(wasm_import_module = "env")]
     extern "C" {
         /// The ABI's header map read. The SDK's `get_map_bytes` wraps it,
         /// but copies every name and value into an allocation of its own
