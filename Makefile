@@ -1,5 +1,6 @@
 # hookstamp: `make run` to try it, `make test` to test everything.
 SHELL := /bin/bash
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 PYTEST := python3 -m pytest
 
 .PHONY: all setup build wasm lint fmt test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short clean
@@ -47,7 +48,7 @@ bench-native:          ## the core vs a full serde_json decode, side by side
 bench-envoy: wasm      ## Envoy without a filter, with an empty one and with hookstamp: wrk and callgrind
 	scripts/build-wasm.sh noop
 	command -v wrk >/dev/null && command -v valgrind >/dev/null || \
-	  { apt-get update -qq && apt-get install -y -qq wrk valgrind; }
+	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wrk valgrind; }
 	cd tests/e2e && python3 bench_envoy.py
 
 fuzz:                  ## each fuzz target for FUZZ_SECONDS (default 60), seeded from the case tables
@@ -66,3 +67,4 @@ soak-short: wasm       ## the short soak that make test includes
 
 clean:
 	cargo clean
+	cd benches/noop-filter && cargo clean

@@ -36,6 +36,9 @@ command -v wasm-opt >/dev/null || { echo "wasm-opt (binaryen) is missing: run ma
 # Only the callbacks hookstamp uses stay exported: Envoy skips the others.
 python3 scripts/wasm-exports.py trim "$out" "target/$name.trimmed"
 # Then the code only they reached goes too (nothing else is optimised).
+# The module carries no target_features section (the profile strips it), so
+# the features are named here: they must cover what rustc's wasm32 default
+# emits, and wasm-opt refuses the module otherwise.
 wasm-opt --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int \
   --enable-mutable-globals --remove-unused-module-elements "target/$name.trimmed" -o "target/$name"
 rm -f "target/$name.trimmed"

@@ -20,7 +20,12 @@ apt_install() {
 }
 
 # 1. The wasm toolchain.
-if rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+if [ "${HOOKSTAMP_WASM_ROUTE:-}" = debian ]; then
+  echo "setup: Debian's rustc-web route for $target (HOOKSTAMP_WASM_ROUTE=debian)"
+  [ -x /usr/bin/wasm-ld ] && [ -d /usr/lib/rustlib/src/rust/library ] && [ -x /usr/bin/cargo ] &&
+    PATH=/usr/bin:$PATH /usr/bin/cargo clippy --version >/dev/null 2>&1 ||
+    apt_install rustc-web cargo-web rust-web-src rust-web-clippy lld wasi-libc
+elif rustup target list --installed 2>/dev/null | grep -qx "$target"; then
   echo "setup: rustup has $target"
 elif timeout 120 rustup target add "$target" >/dev/null 2>&1; then
   echo "setup: added $target with rustup"

@@ -2,8 +2,10 @@
 //! and an HTTP context per request that hands headers and body to the core.
 //!
 //! Every host call goes through `hostcalls`, which returns a status instead
-//! of panicking like the 0.2.x trait helpers do: a panic would abort the VM
-//! and fail every request behind it.
+//! of panicking like the 0.2.x trait helpers do (a panic would abort the VM
+//! and fail every request behind it), except the header map read: that one
+//! calls the ABI import itself to read the map in place, and checks its
+//! status the same way.
 
 use crate::config::{self, Config};
 use crate::pairs;
@@ -307,10 +309,13 @@ impl Request {
         let (Some(shared), Some(p)) = (self.shared.clone(), self.pending.take()) else {
             return Action::Continue;
         };
-        let headers = match parse(&p.headers) {
+        let mut headers = match parse(&p.headers) {
             Ok(h) => h,
             Err(e) => return internal_error(&e),
         };
+        // The wire form is from before the strip: the core never sees a stamp
+        // header the client sent.
+        headers.retain(|(n, _)| !stamps::is_stamp_header(n));
         let routed = Routed {
             source: p.source,
             tenant: &p.tenant,

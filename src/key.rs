@@ -24,7 +24,8 @@ pub fn cap(raw: Cow<'_, [u8]>, max: usize) -> Cow<'_, [u8]> {
 }
 
 /// The first value of header `name` (lowercase) in arrival order, if any.
-/// Names are compared case-insensitively; stamp headers never count.
+/// Names are compared case-insensitively. (A key header is never in the
+/// stamp namespace: the config refuses it, and the filter strips those.)
 pub fn first_header<'h, N, V>(headers: &'h [(N, V)], name: &str) -> Option<&'h [u8]>
 where
     N: AsRef<str>,

@@ -5,6 +5,7 @@
 
 use hookstamp::config;
 use hookstamp::json::{self, Scalar};
+use hookstamp::pairs;
 use hookstamp::resolve::Outcome;
 
 #[path = "common/invariants.rs"]
@@ -37,6 +38,10 @@ fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         "[a-z_0-9]{0,12}",
         "\\PC{0,8}",
+        // Long enough for the scanner's sixteen-byte steps, with quotes,
+        // backslashes and control bytes (escaped when rendered) anywhere.
+        "\\PC{14,70}",
+        "[a-z\"\\\\\n\t\u{e9}]{15,60}",
         any::<String>().prop_map(|s| s.chars().take(10).collect()),
         Just("cus_123".to_owned()),
         Just(String::new()),
@@ -215,6 +220,17 @@ proptest! {
         let mut text = String::new();
         render(&j, escape, "", &mut text);
         check_stamps(text.as_bytes(), &[("x-entity-id".to_owned(), entity)]);
+    }
+
+    #[test]
+    fn header_maps_round_trip_and_bytes_never_panic(
+        map in prop::collection::vec(("[a-z:-]{0,20}", prop::collection::vec(any::<u8>(), 0..40)), 0..12),
+        raw in prop::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let map: Vec<(&str, &[u8])> = map.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect();
+        let wire = pairs::serialise(&map);
+        prop_assert_eq!(pairs::parse(&wire), Some(map.clone()));
+        let _ = pairs::parse(&raw);
     }
 
     #[test]
