@@ -238,7 +238,7 @@ def instructions_table(counts, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5, help="per throughput run")
     ap.add_argument("--latency-rounds", type=int, default=5)
     ap.add_argument("--latency-seconds", type=int, default=3, help="per latency run")
