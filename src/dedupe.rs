@@ -43,17 +43,15 @@ pub fn preset_names() -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dedupe {
     pub key: KeySource,
-    pub ttl_ms: u64,
-    /// `ttl_ms` in decimal, as stamped; made once, at load.
-    pub ttl_text: String,
+    /// ttl_ms in decimal, as stamped: made once, at load.
+    pub ttl_ms: String,
 }
 
 impl Dedupe {
     pub fn new(key: KeySource, ttl_ms: u64) -> Self {
         Dedupe {
             key,
-            ttl_ms,
-            ttl_text: ttl_ms.to_string(),
+            ttl_ms: ttl_ms.to_string(),
         }
     }
 }

@@ -251,23 +251,16 @@ fn request_headers() -> Result<Vec<u8>, String> {
     Ok(unsafe { Vec::from_raw_parts(data, size, size) })
 }
 
-/// Removes every stamp-namespace header from the request, keeping the rest
-/// in `headers`; returns how many there were.
-fn strip(headers: &mut Vec<(&str, &[u8])>) -> Result<usize, String> {
-    let before = headers.len();
-    // One removal per name takes every value of it.
-    let mut removed: Vec<&str> = Vec::new();
-    for (n, _) in headers.iter() {
-        if stamps::is_stamp_header(n) && !removed.contains(n) {
+/// Removes the named stamp-namespace headers from the request, each name
+/// once: one removal takes every value of it.
+fn strip(spoofed: &[&str]) -> Result<(), String> {
+    for (i, n) in spoofed.iter().enumerate() {
+        if !spoofed[..i].contains(n) {
             hostcalls::remove_map_value(MapType::HttpRequestHeaders, n)
                 .map_err(|e| format!("cannot remove {n}: {e:?}"))?;
-            removed.push(n);
         }
     }
-    if !removed.is_empty() {
-        headers.retain(|(n, _)| !stamps::is_stamp_header(n));
-    }
-    Ok(before - headers.len())
+    Ok(())
 }
 
 fn header_text<'h>(headers: &[(&str, &'h [u8])], name: &str) -> &'h str {
@@ -278,8 +271,23 @@ fn header_text<'h>(headers: &[(&str, &'h [u8])], name: &str) -> &'h str {
         .unwrap_or("")
 }
 
-fn parse(raw: &[u8]) -> Result<Vec<(&str, &[u8])>, String> {
-    pairs::parse(raw).ok_or_else(|| "cannot parse the request headers".to_owned())
+/// The request headers from their wire form, without the stamp namespace
+/// (the core never sees a stamp header the client sent); and the names of
+/// those stamp headers, one per value, as sent.
+type Parsed<'r> = (Vec<(&'r str, &'r [u8])>, Vec<&'r str>);
+
+fn parse(raw: &[u8]) -> Result<Parsed<'_>, String> {
+    let mut headers =
+        pairs::parse(raw).ok_or_else(|| "cannot parse the request headers".to_owned())?;
+    let spoofed: Vec<&str> = headers
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| stamps::is_stamp_header(n))
+        .collect();
+    if !spoofed.is_empty() {
+        headers.retain(|(n, _)| !stamps::is_stamp_header(n));
+    }
+    Ok((headers, spoofed))
 }
 
 /// A request routed to a source: which one, for which tenant, and how many
@@ -309,13 +317,11 @@ impl Request {
         let (Some(shared), Some(p)) = (self.shared.clone(), self.pending.take()) else {
             return Action::Continue;
         };
-        let mut headers = match parse(&p.headers) {
+        // The wire form is from before the strip; parse drops those again.
+        let (headers, _) = match parse(&p.headers) {
             Ok(h) => h,
             Err(e) => return internal_error(&e),
         };
-        // The wire form is from before the strip: the core never sees a stamp
-        // header the client sent.
-        headers.retain(|(n, _)| !stamps::is_stamp_header(n));
         let routed = Routed {
             source: p.source,
             tenant: &p.tenant,
@@ -342,15 +348,15 @@ impl HttpContext for Request {
             Ok(r) => r,
             Err(e) => return internal_error(&e),
         };
-        let mut headers = match parse(&raw) {
+        let (headers, spoofed) = match parse(&raw) {
             Ok(h) => h,
             Err(e) => return internal_error(&e),
         };
         // Strip first, on every request: a client never chooses its stamps.
-        let spoofed = match strip(&mut headers) {
-            Ok(n) => n,
-            Err(e) => return internal_error(&e),
-        };
+        if let Err(e) = strip(&spoofed) {
+            return internal_error(&e);
+        }
+        let spoofed = spoofed.len();
         let cfg = &shared.config;
         let method = header_text(&headers, ":method");
         let path = header_text(&headers, ":path");
@@ -381,7 +387,6 @@ impl HttpContext for Request {
             return finish(&shared, &routed, &headers, Body::TooLarge);
         }
         let tenant = tenant.to_owned();
-        drop(headers);
         self.pending = Some(Pending {
             source,
             tenant,

@@ -123,7 +123,7 @@ where
                 let k = key::cap(raw, MAX_DEDUPE_KEY);
                 let idem = idempotency_key(tenant, &src.id, &k);
                 h.push((stamps::DEDUPE_KEY, stamps::encode_key(&k)));
-                h.push((stamps::DEDUPE_TTL_MS, Cow::Borrowed(&d.ttl_text)));
+                h.push((stamps::DEDUPE_TTL_MS, Cow::Borrowed(&d.ttl_ms)));
                 h.push((stamps::IDEMPOTENCY_KEY, idem));
             }
             None => out.dedupe_key_missing = true,
