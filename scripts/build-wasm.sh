@@ -15,9 +15,10 @@ dir=.
 built=hookstamp.wasm
 name=hookstamp.wasm
 extra=()
+trim=trim
 case "$cmd" in
   clippy) extra=(-- -D warnings) ;;
-  noop) cmd=build dir=benches/noop-filter built=noop_filter.wasm name=noop.wasm ;;
+  noop) cmd=build dir=benches/noop-filter built=noop_filter.wasm name=noop.wasm trim=trim-sdk ;;
 esac
 if [ "${HOOKSTAMP_WASM_ROUTE:-}" != debian ] && rustup target list --installed 2>/dev/null | grep -qx "$target"; then
   (cd "$dir" && cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
@@ -34,7 +35,8 @@ fi
 [ "$cmd" = clippy ] && exit 0
 command -v wasm-opt >/dev/null || { echo "wasm-opt (binaryen) is missing: run make setup" >&2; exit 1; }
 # Only the callbacks hookstamp uses stay exported: Envoy skips the others.
-python3 scripts/wasm-exports.py trim "$out" "target/$name.trimmed"
+# hookstamp's own body callback takes the place of the SDK's.
+python3 scripts/wasm-exports.py "$trim" "$out" "target/$name.trimmed"
 # Then the code only they reached goes too (nothing else is optimised).
 # The module carries no target_features section (the profile strips it), so
 # the features are named here: they must cover what rustc's wasm32 default

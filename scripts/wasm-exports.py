@@ -3,13 +3,18 @@
 
     wasm-exports.py list MODULE
     wasm-exports.py trim IN OUT
+    wasm-exports.py trim-sdk IN OUT
 
 The proxy-wasm SDK exports every callback of the ABI. Envoy calls each
 exported callback on every request, and each call into the V8 VM costs
 about a microsecond, even when the callback does nothing; a callback the
 module does not export is skipped (the ABI makes every callback optional).
 `trim` keeps only the exports hookstamp uses: the request side, the context
-lifecycle and the allocator the host writes into. Nothing else changes.
+lifecycle and the allocator the host writes into; and it exports
+hookstamp's own body callback (`hookstamp_on_request_body`, see
+src/filter.rs) as proxy_on_request_body, in place of the SDK's.
+`trim-sdk` keeps the SDK's callbacks (the benchmark's empty filter).
+Nothing else changes.
 """
 
 import sys
@@ -31,6 +36,9 @@ KEEP = (
     "proxy_on_request_trailers",
     "proxy_on_delete",
 )
+
+# Own callbacks that replace the SDK's: {own export: ABI name}.
+OWN = {"hookstamp_on_request_body": "proxy_on_request_body"}
 
 EXPORT_SECTION = 7
 MAGIC = b"\0asm\x01\0\0\0"
@@ -86,16 +94,29 @@ def exports(b):
     return []
 
 
-def trim(b, keep=KEEP):
-    missing = set(keep) - set(exports(b))
+def renamed(raw, name):
+    """An export entry's raw bytes under another name."""
+    n, i = leb(raw, 0)
+    return uleb(len(name)) + name.encode() + raw[i + n:]
+
+
+def trim(b, keep=KEEP, own=OWN):
+    names = set(exports(b))
+    missing = (set(keep) | set(own)) - names
     if missing:
         raise SystemExit(f"the module lacks exports it needs: {sorted(missing)}")
+    replace = set(own.values())
     out = bytearray(b[:8])
     for sid, start, j, end in sections(b):
         if sid != EXPORT_SECTION:
             out += b[start:end]
             continue
-        kept = [raw for name, raw in entries(b, j) if name in keep]
+        kept = []
+        for name, raw in entries(b, j):
+            if name in own:
+                kept.append(renamed(raw, own[name]))
+            elif name in keep and name not in replace:
+                kept.append(raw)
         payload = uleb(len(kept)) + b"".join(kept)
         out += bytes([EXPORT_SECTION]) + uleb(len(payload)) + payload
     return bytes(out)
@@ -104,8 +125,9 @@ def trim(b, keep=KEEP):
 def main(argv):
     if len(argv) == 3 and argv[1] == "list":
         print("\n".join(exports(open(argv[2], "rb").read())))
-    elif len(argv) == 4 and argv[1] == "trim":
-        data = trim(open(argv[2], "rb").read())
+    elif len(argv) == 4 and argv[1] in ("trim", "trim-sdk"):
+        own = OWN if argv[1] == "trim" else {}
+        data = trim(open(argv[2], "rb").read(), own=own)
         open(argv[3], "wb").write(data)
     else:
         raise SystemExit(__doc__)

@@ -5,7 +5,8 @@
 //! of panicking like the 0.2.x trait helpers do (a panic would abort the VM
 //! and fail every request behind it), except the header map read: that one
 //! calls the ABI import itself to read the map in place, and checks its
-//! status the same way.
+//! status the same way. The body callback is an export of hookstamp's own
+//! (see `hookstamp_on_request_body`).
 
 use crate::config::{self, Config};
 use crate::pairs;
@@ -16,6 +17,8 @@ use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, MetricType, Status};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 proxy_wasm::main! {{
@@ -165,12 +168,12 @@ impl RootContext for Root {
         }
     }
 
-    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+    fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
         // The SDK panics on None, so an unconfigured filter still gets a
         // context; it answers 500 instead of forwarding unstamped hooks.
         Some(Box::new(Request {
+            id: context_id,
             shared: self.shared.clone(),
-            pending: None,
         }))
     }
 
@@ -181,18 +184,41 @@ impl RootContext for Root {
 
 /// A routed request whose stamps wait for the body.
 struct Pending {
+    shared: Rc<Shared>,
     source: usize,
     tenant: String,
     /// The request headers in the host's wire form (see `pairs`).
     headers: Vec<u8>,
     spoofed: usize,
-    /// The buffered body length Envoy last reported.
-    seen: usize,
+    /// The body so far, copied chunk by chunk (see `hookstamp_on_request_body`).
+    body: Vec<u8>,
+}
+
+thread_local! {
+    /// The requests waiting for their body, by context id. The body
+    /// callback is hookstamp's own export, outside the SDK's dispatcher, so
+    /// this state lives here rather than in `Request`.
+    static PENDING: RefCell<HashMap<u32, Pending>> = RefCell::new(HashMap::new());
+}
+
+fn hold(id: u32, p: Pending) {
+    PENDING.with(|m| m.borrow_mut().insert(id, p));
+}
+
+fn take(id: u32) -> Option<Pending> {
+    PENDING.with(|m| m.borrow_mut().remove(&id))
 }
 
 struct Request {
+    id: u32,
     shared: Option<Rc<Shared>>,
-    pending: Option<Pending>,
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        // A request reset before its body ended leaves nothing behind.
+        take(self.id);
+    }
 }
 
 impl Context for Request {}
@@ -311,31 +337,27 @@ fn finish(shared: &Shared, r: &Routed, headers: &[(&str, &[u8])], body: Body) ->
     Action::Continue
 }
 
-impl Request {
-    /// Finishes a buffered request with the body Envoy holds.
-    fn finish_buffered(&mut self) -> Action {
-        let (Some(shared), Some(p)) = (self.shared.clone(), self.pending.take()) else {
-            return Action::Continue;
-        };
+impl Pending {
+    /// Stamps the request from the body copied so far (or none, when it
+    /// went over max_json_bytes) and lets it go on.
+    fn finish(self, over: bool) -> Action {
         // The wire form is from before the strip; parse drops those again.
-        let (headers, _) = match parse(&p.headers) {
+        let (headers, _) = match parse(&self.headers) {
             Ok(h) => h,
             Err(e) => return internal_error(&e),
         };
         let routed = Routed {
-            source: p.source,
-            tenant: &p.tenant,
-            spoofed: p.spoofed,
+            source: self.source,
+            tenant: &self.tenant,
+            spoofed: self.spoofed,
         };
-        let max = shared.config.max_json_bytes;
-        if p.seen > max {
-            return finish(&shared, &routed, &headers, Body::TooLarge);
-        }
-        let bytes = match hostcalls::get_buffer(BufferType::HttpRequestBody, 0, p.seen) {
-            Ok(b) => b.unwrap_or_default(),
-            Err(e) => return internal_error(&format!("cannot read the body: {e:?}")),
+        let max = self.shared.config.max_json_bytes;
+        let body = if over {
+            Body::TooLarge
+        } else {
+            Body::of(&self.body, max)
         };
-        finish(&shared, &routed, &headers, Body::of(&bytes, max))
+        finish(&self.shared, &routed, &headers, body)
     }
 }
 
@@ -386,39 +408,90 @@ impl HttpContext for Request {
             // Never wait for a body that will not be decoded.
             return finish(&shared, &routed, &headers, Body::TooLarge);
         }
-        let tenant = tenant.to_owned();
-        self.pending = Some(Pending {
-            source,
-            tenant,
-            headers: raw,
-            spoofed,
-            seen: 0,
-        });
+        hold(
+            self.id,
+            Pending {
+                shared: shared.clone(),
+                source,
+                tenant: tenant.to_owned(),
+                headers: raw,
+                spoofed,
+                body: Vec::new(),
+            },
+        );
         // Hold the headers until the body is in (allow_on_headers_stop_iteration).
-        Action::Pause
-    }
-
-    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let Some(p) = self.pending.as_mut() else {
-            return Action::Continue;
-        };
-        p.seen = body_size;
-        let over = self
-            .shared
-            .as_ref()
-            .is_some_and(|s| body_size > s.config.max_json_bytes);
-        if end_of_stream || over {
-            return self.finish_buffered();
-        }
-        // Keep buffering.
         Action::Pause
     }
 
     fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
         // With trailers, end_of_stream never reaches the body callback.
-        if self.pending.is_some() {
-            return self.finish_buffered();
+        match take(self.id) {
+            Some(p) => p.finish(false),
+            None => Action::Continue,
         }
-        Action::Continue
+    }
+}
+
+/// The body callback's answers to the host (the ABI's FilterDataStatus).
+mod data_status {
+    pub const CONTINUE: u32 = 0;
+    /// Envoy keeps the chunk and applies flow control past its buffer
+    /// limit, instead of answering 413 as it does for StopIterationAndBuffer.
+    pub const STOP_AND_WATERMARK: u32 = 2;
+    pub const STOP_NO_BUFFER: u32 = 3;
+}
+
+/// proxy_on_request_body, hookstamp's own (the build renames it, dropping
+/// the SDK's, whose `Action` cannot say StopIterationAndWatermark).
+///
+/// With StopIterationAndBuffer, Envoy adds each new chunk to its buffer
+/// before the filter sees it, and answers 413 when that crosses the buffer
+/// limit: a chunked body larger than max_json_bytes could get a 413 from
+/// one large read, before the filter could let it through. With
+/// StopIterationAndWatermark, Envoy holds the chunks under flow control and
+/// hands the filter only the new one, which the filter copies; once the
+/// copy passes max_json_bytes the filter drops it and lets the request go
+/// on whole.
+#[no_mangle]
+pub extern "C" fn hookstamp_on_request_body(context_id: u32, size: usize, end: u32) -> u32 {
+    let Some(mut p) = take(context_id) else {
+        // Not waiting for a body: stamped at the headers, or not routed.
+        return data_status::CONTINUE;
+    };
+    let max = p.shared.config.max_json_bytes;
+    let action = if p.body.len().saturating_add(size) > max {
+        p.finish(true)
+    } else {
+        match body_chunk(size) {
+            Err(e) => internal_error(&e),
+            Ok(chunk) => {
+                if p.body.is_empty() {
+                    p.body = chunk;
+                } else {
+                    p.body.extend_from_slice(&chunk);
+                }
+                if end == 0 {
+                    hold(context_id, p);
+                    return data_status::STOP_AND_WATERMARK;
+                }
+                p.finish(false)
+            }
+        }
+    };
+    match action {
+        Action::Continue => data_status::CONTINUE,
+        // A local reply was sent: nothing more to keep.
+        _ => data_status::STOP_NO_BUFFER,
+    }
+}
+
+/// The chunk Envoy just handed the body callback.
+fn body_chunk(size: usize) -> Result<Vec<u8>, String> {
+    if size == 0 {
+        return Ok(Vec::new());
+    }
+    match hostcalls::get_buffer(BufferType::HttpRequestBody, 0, size) {
+        Ok(b) => Ok(b.unwrap_or_default()),
+        Err(e) => Err(format!("cannot read the body: {e:?}")),
     }
 }

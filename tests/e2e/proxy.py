@@ -86,7 +86,8 @@ ROUTE_UPSTREAM = {"cluster": "upstream", "timeout": "30s"}
 
 def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None):
     """A listener with the filter (none when plugin_config is None) before
-    the router; `direct` answers 200 from Envoy instead of the upstream."""
+    the router; `direct` answers 200 from Envoy instead of the upstream.
+    A buffer_limit of None leaves Envoy's default (1 MiB)."""
     filters = [] if plugin_config is None else [wasm_filter(plugin_config, wasm)]
     if direct:
         # Answer only once the whole request is in: a direct_response sent
@@ -96,10 +97,11 @@ def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None):
             "max_request_bytes": buffer_limit}})
     action = ({"direct_response": {"status": 200, "body": {"inline_string": "ok"}}}
               if direct else {"route": ROUTE_UPSTREAM})
+    limit = {} if buffer_limit is None else {"per_connection_buffer_limit_bytes": buffer_limit}
     return {
         "name": name,
         "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
-        "per_connection_buffer_limit_bytes": buffer_limit,
+        **limit,
         "filter_chains": [{"filters": [{
             "name": "envoy.filters.network.http_connection_manager",
             "typed_config": {
@@ -123,15 +125,16 @@ def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None):
 
 
 def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None):
-    """One listener per plugin config: {name: (port, config or None)};
-    `wasm` replaces the built hookstamp.wasm."""
-    biggest = max([c.get("max_json_bytes", 1048576) for _, c in configs.values() if isinstance(c, dict)] + [1048576])
+    """One listener per plugin config: {name: (port, config or None)}, or
+    (port, config, buffer limit) for a listener of its own buffer limit
+    (None: Envoy's default); `wasm` replaces the built hookstamp.wasm."""
+    biggest = max([v[1].get("max_json_bytes", 1048576) for v in configs.values() if isinstance(v[1], dict)] + [1048576])
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
         "stats_config": {"stats_tags": STATS_TAGS},
         "static_resources": {
-            "listeners": [listener(n, p, c, 2 * biggest + 65536, direct, wasm)
-                          for n, (p, c) in configs.items()],
+            "listeners": [listener(n, v[0], v[1], v[2] if len(v) > 2 else 2 * biggest + 65536, direct, wasm)
+                          for n, v in configs.items()],
             "clusters": [{
                 "name": "upstream", "type": "STATIC", "connect_timeout": "1s",
                 "per_connection_buffer_limit_bytes": 2 * biggest + 65536,

@@ -29,9 +29,12 @@ def env():
     up = upstream.start()
     configs = {name: (proxy.free_port(), t["config"]) for name, t in TABLES.items()}
     configs["big"] = (proxy.free_port(), BIG)
+    # The same source behind Envoy's default buffer limit (1 MiB, equal to
+    # the default max_json_bytes): the limit the README asks for at least.
+    configs["big_default_limit"] = (proxy.free_port(), BIG, None)
     e = proxy.Envoy(proxy.bootstrap(configs, up.server_address[1], proxy.free_port()))
     assert e.proc.poll() is None, e.log_text()[-4000:]
-    yield {"envoy": e, "up": up, "ports": {n: p for n, (p, _) in configs.items()}}
+    yield {"envoy": e, "up": up, "ports": {n: v[0] for n, v in configs.items()}}
     e.stop()
     # The VM must never have failed under any of it.
     assert "panicked" not in e.log_text()
@@ -89,16 +92,20 @@ def test_chunked_body_gives_the_same_stamps(env, split):
     assert record["body_bytes"] == len(body)
 
 
+@pytest.mark.parametrize("listener", ["big", "big_default_limit"])
 @pytest.mark.parametrize("size,chunked", [(1048577, False), (1048577, True),
                                           (10 * 1048576, False), (10 * 1048576, True)])
-def test_oversized_body_forwarded_whole_keys_missing(env, size, chunked):
+def test_oversized_body_forwarded_whole_keys_missing(env, listener, size, chunked):
+    # Behind Envoy's default buffer limit a chunked body crossing
+    # max_json_bytes would get Envoy's 413, had the filter asked Envoy to
+    # buffer (StopIterationAndBuffer); it asks for watermark buffering.
     head, tail = b'{"id":"evt_big","data":{"object":{"customer":"cus_1"}},"pad":"', b'"}'
     body = head + b"x" * (size - len(head) - len(tail)) + tail
     req = {"path": "/webhooks/big"}
     before = counter(env, "hookstamp_body_over_limit_total", source="big")
     kw = {"chunks": [body[i:i + 65536] for i in range(0, len(body), 65536)]} if chunked else {}
     tid = uuid.uuid4().hex
-    status, _, reply = proxy.request(env["ports"]["big"], "POST", req["path"], [],
+    status, _, reply = proxy.request(env["ports"][listener], "POST", req["path"], [],
                                      body=None if chunked else body, test_id=tid, timeout=60, **kw)
     assert status == 200, reply
     rec = env["up"].records[tid]
@@ -305,18 +312,43 @@ def test_vm_never_failed(env):
     assert not failures, failures
 
 
+def wasm_exports_script():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("wasm_exports", ROOT / "scripts" / "wasm-exports.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_module_exports_only_the_callbacks_it_uses():
     """Envoy calls every exported callback on every request (about a
     microsecond each in V8); the build keeps only hookstamp's. The case
     table above passing through this module is the proof that none of the
     removed ones was needed."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("wasm_exports", ROOT / "scripts" / "wasm-exports.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = wasm_exports_script()
     exports = mod.exports(proxy.WASM.read_bytes())
     assert sorted(exports) == sorted(mod.KEEP)
     assert "proxy_on_response_headers" not in exports and "proxy_on_log" not in exports
+
+
+def test_trim_exports_hookstamps_body_callback_in_place_of_the_sdks():
+    """An export section alone: each export a function of its own index."""
+    mod = wasm_exports_script()
+    names = list(mod.KEEP) + ["hookstamp_on_request_body", "proxy_on_log"]
+    section = mod.uleb(len(names)) + b"".join(
+        mod.uleb(len(n)) + n.encode() + bytes([0]) + mod.uleb(i) for i, n in enumerate(names))
+    module = mod.MAGIC + bytes([mod.EXPORT_SECTION]) + mod.uleb(len(section)) + section
+
+    def index(b):
+        (_, _, j, _), = mod.sections(b)
+        return {n: raw[-1] for n, raw in mod.entries(b, j)}
+
+    trimmed = mod.trim(module)
+    assert sorted(mod.exports(trimmed)) == sorted(mod.KEEP)
+    assert index(trimmed)["proxy_on_request_body"] == names.index("hookstamp_on_request_body")
+    assert index(mod.trim(module, own={}))["proxy_on_request_body"] == names.index("proxy_on_request_body")
+    with pytest.raises(SystemExit):
+        mod.trim(mod.MAGIC + bytes([mod.EXPORT_SECTION, 1, 0]))
 
 
 def test_faults_upstream_down_slow_and_client_gone(env):
