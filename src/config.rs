@@ -113,6 +113,24 @@ pub struct Loaded {
     pub warnings: Vec<String>,
 }
 
+/// Envoy's default per_connection_buffer_limit_bytes.
+pub const ENVOY_DEFAULT_BUFFER_LIMIT: usize = 1_048_576;
+
+/// The filter holds a body under Envoy's flow control up to max_json_bytes;
+/// Envoy stops reading at the listener's buffer limit. A limit below
+/// max_json_bytes cannot be seen from the filter, so say it at load.
+fn buffer_limit_warning(config: &Config) -> Option<String> {
+    let max = config.max_json_bytes;
+    let waits = config.sources.iter().any(Source::needs_body);
+    (waits && max > ENVOY_DEFAULT_BUFFER_LIMIT).then(|| {
+        format!(
+            "max_json_bytes is {max}, above Envoy's default per_connection_buffer_limit_bytes \
+             ({ENVOY_DEFAULT_BUFFER_LIMIT}): set the listener's limit to at least {max}, or a \
+             body between the two hangs until Envoy's stream idle timeout"
+        )
+    })
+}
+
 /// Parses and checks a configuration; on failure returns every error.
 pub fn load(text: &str) -> Result<Loaded, Vec<String>> {
     let value: Value = match serde_json::from_str(text) {
@@ -123,7 +141,7 @@ pub fn load(text: &str) -> Result<Loaded, Vec<String>> {
     let config = check(&value, &mut errs);
     match config {
         Some(config) if errs.is_empty() => {
-            let warnings = config
+            let mut warnings: Vec<String> = config
                 .undeduped()
                 .map(|s| {
                     format!(
@@ -132,6 +150,7 @@ pub fn load(text: &str) -> Result<Loaded, Vec<String>> {
                     )
                 })
                 .collect();
+            warnings.extend(buffer_limit_warning(&config));
             Ok(Loaded { config, warnings })
         }
         _ => Err(errs),

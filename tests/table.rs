@@ -108,6 +108,35 @@ fn config_error_table() {
 }
 
 #[test]
+fn max_json_bytes_above_envoys_default_buffer_limit_warns_for_body_sources() {
+    let body = r#"{"id":"s","dedupe":"stripe"}"#;
+    let header = r#"{"id":"g","dedupe":"github"}"#;
+    let warned = |max: usize, source: &str| {
+        let text = format!(r#"{{"max_json_bytes":{max},"sources":[{source}]}}"#);
+        let l = config::load(&text).unwrap();
+        l.warnings
+            .iter()
+            .any(|w| w.contains("per_connection_buffer_limit_bytes"))
+    };
+    assert!(!warned(1_048_576, body));
+    assert!(warned(1_048_577, body));
+    assert!(
+        !warned(8_388_608, header),
+        "a header-only source never waits"
+    );
+    let l = config::load(r#"{"max_json_bytes":2097152,"sources":[{"id":"s","dedupe":"stripe"}]}"#)
+        .unwrap();
+    assert_eq!(
+        l.warnings,
+        vec![
+            "max_json_bytes is 2097152, above Envoy's default per_connection_buffer_limit_bytes \
+              (1048576): set the listener's limit to at least 2097152, or a body between the two \
+              hangs until Envoy's stream idle timeout"
+        ]
+    );
+}
+
+#[test]
 fn undeduped_sources_warn_once_each() {
     let l = config::load(r#"{"sources":[{"id":"a"},{"id":"b","dedupe":"github"},{"id":"c"}]}"#)
         .unwrap();
