@@ -45,6 +45,7 @@ const CREDENTIAL_HEADERS: &[&str] = &[
 const MAX_ID: usize = 64;
 const MAX_SINKS: usize = 65535;
 const DEFAULT_MAX_JSON_BYTES: u64 = 1_048_576;
+const DEFAULT_MAX_HELD_BYTES: u64 = 64 * 1_048_576;
 
 /// A checked configuration.
 #[derive(Debug, Clone)]
@@ -53,6 +54,9 @@ pub struct Config {
     /// The prefix's path segments (empty for `/`).
     pub prefix: Vec<String>,
     pub max_json_bytes: usize,
+    /// The body bytes one VM (one Envoy worker) holds at once, across its
+    /// requests; at least max_json_bytes.
+    pub max_held_bytes: usize,
     pub delivery: Delivery,
     pub sources: Vec<Source>,
     by_id: HashMap<String, usize>,
@@ -208,6 +212,23 @@ fn choice<T: Copy>(
     default
 }
 
+/// A positive byte count of at most u32::MAX (the wasm32 address space).
+fn byte_count(obj: &Map<String, Value>, name: &str, default: u64, errs: &mut Vec<String>) -> u64 {
+    let Some(v) = field(obj, name) else {
+        return default;
+    };
+    match v.as_u64() {
+        Some(n) if n > 0 && n <= u64::from(u32::MAX) => n,
+        _ => {
+            errs.push(format!(
+                "config: {name} must be a positive integer of at most {}, got {v}",
+                u32::MAX
+            ));
+            default
+        }
+    }
+}
+
 fn check(v: &Value, errs: &mut Vec<String>) -> Option<Config> {
     let Some(obj) = v.as_object() else {
         errs.push("config: must be a JSON object".into());
@@ -215,7 +236,14 @@ fn check(v: &Value, errs: &mut Vec<String>) -> Option<Config> {
     };
     unknown_fields(
         obj,
-        &["routing", "prefix", "max_json_bytes", "delivery", "sources"],
+        &[
+            "routing",
+            "prefix",
+            "max_json_bytes",
+            "max_held_bytes",
+            "delivery",
+            "sources",
+        ],
         "config",
         errs,
     );
@@ -239,19 +267,13 @@ fn check(v: &Value, errs: &mut Vec<String>) -> Option<Config> {
             Vec::new()
         }
     };
-    let max_json_bytes = match field(obj, "max_json_bytes") {
-        None => DEFAULT_MAX_JSON_BYTES,
-        Some(v) => match v.as_u64() {
-            Some(n) if n > 0 && n <= u64::from(u32::MAX) => n,
-            _ => {
-                errs.push(format!(
-                    "config: max_json_bytes must be a positive integer of at most {}, got {v}",
-                    u32::MAX
-                ));
-                DEFAULT_MAX_JSON_BYTES
-            }
-        },
-    };
+    let max_json_bytes = byte_count(obj, "max_json_bytes", DEFAULT_MAX_JSON_BYTES, errs);
+    let max_held_bytes = byte_count(obj, "max_held_bytes", DEFAULT_MAX_HELD_BYTES, errs);
+    if max_held_bytes < max_json_bytes {
+        errs.push(format!(
+            "config: max_held_bytes ({max_held_bytes}) must be at least max_json_bytes ({max_json_bytes})"
+        ));
+    }
     let delivery = choice(
         obj,
         "delivery",
@@ -280,6 +302,7 @@ fn check(v: &Value, errs: &mut Vec<String>) -> Option<Config> {
         routing,
         prefix,
         max_json_bytes: usize::try_from(max_json_bytes).unwrap_or(usize::MAX),
+        max_held_bytes: usize::try_from(max_held_bytes).unwrap_or(usize::MAX),
         delivery,
         sources,
         by_id,
@@ -653,6 +676,7 @@ mod tests {
         let l = load(r#"{"sources":[{"id":"gh","dedupe":"github"}]}"#).unwrap();
         assert_eq!(l.config.prefix, vec!["webhooks"]);
         assert_eq!(l.config.max_json_bytes, 1_048_576);
+        assert_eq!(l.config.max_held_bytes, 64 * 1_048_576);
         assert_eq!(l.config.sources[0].tenant, "default");
         assert!(l.warnings.is_empty());
     }

@@ -17,7 +17,7 @@ use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, MetricType, Status};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -45,6 +45,7 @@ struct SourceMetrics {
     stamped: Option<u32>,
     dedupe_key_missing: Option<u32>,
     body_over_limit: Option<u32>,
+    body_not_held: Option<u32>,
     spoofed: Option<u32>,
     /// (sink index, counter) for each keyed lane.
     lane_key_missing: Vec<(u16, Option<u32>)>,
@@ -82,6 +83,7 @@ impl Metrics {
                         "hookstamp_dedupe_key_missing_total{tag}"
                     )),
                     body_over_limit: counter(&format!("hookstamp_body_over_limit_total{tag}")),
+                    body_not_held: counter(&format!("hookstamp_body_not_held_total{tag}")),
                     spoofed: counter(&format!("hookstamp_spoofed_headers_stripped_total{tag}")),
                     lane_key_missing: s
                         .lanes
@@ -106,16 +108,18 @@ impl Metrics {
         }
     }
 
-    fn stamped(&self, source: usize, s: &Stamped, spoofed: usize) {
-        let Some(m) = self.sources.get(source) else {
+    fn stamped(&self, r: &Routed, s: &Stamped) {
+        let Some(m) = self.sources.get(r.source) else {
             return;
         };
         bump(m.stamped, 1);
-        bump(m.spoofed, spoofed);
+        bump(m.spoofed, r.spoofed);
         if s.dedupe_key_missing {
             bump(m.dedupe_key_missing, 1);
         }
-        if s.body_too_large {
+        if r.not_held {
+            bump(m.body_not_held, 1);
+        } else if s.body_too_large {
             bump(m.body_over_limit, 1);
         }
         for sink in &s.lane_keys_missing {
@@ -191,7 +195,7 @@ struct Pending {
     headers: Vec<u8>,
     spoofed: usize,
     /// The body so far, copied chunk by chunk (see `hookstamp_on_request_body`).
-    body: Vec<u8>,
+    body: Held,
 }
 
 thread_local! {
@@ -199,6 +203,62 @@ thread_local! {
     /// callback is hookstamp's own export, outside the SDK's dispatcher, so
     /// this state lives here rather than in `Request`.
     static PENDING: RefCell<HashMap<u32, Pending>> = RefCell::new(HashMap::new());
+    /// The bytes all held bodies take (their capacity), against
+    /// max_held_bytes.
+    static HELD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A body copied into the VM, its capacity counted in `HELD` while it
+/// lives. The VM's memory is bounded and never shrinks; a VM out of memory
+/// fails every request on its worker, so many slow uploads at once must
+/// not add up past max_held_bytes.
+#[derive(Default)]
+struct Held(Vec<u8>);
+
+impl Held {
+    /// Appends a chunk, growing at most to `max` bytes; false, and nothing
+    /// changed, when the growth would take `HELD` past `budget`.
+    fn push(&mut self, chunk: Vec<u8>, max: usize, budget: usize) -> bool {
+        let (len, cap) = (self.0.len(), self.0.capacity());
+        let need = len.saturating_add(chunk.len());
+        let new_cap = if len == 0 {
+            // The first chunk becomes the body so far: no copy.
+            chunk.capacity()
+        } else if need > cap {
+            // Doubling, so that many small chunks do not copy the body each.
+            cap.saturating_mul(2).min(max).max(need)
+        } else {
+            cap
+        };
+        let others = HELD.get().saturating_sub(cap);
+        if others.saturating_add(new_cap) > budget {
+            return false;
+        }
+        if len == 0 {
+            self.0 = chunk;
+        } else {
+            self.0.reserve_exact(new_cap - len);
+            self.0.extend_from_slice(&chunk);
+        }
+        HELD.set(others.saturating_add(self.0.capacity()));
+        true
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD.set(HELD.get().saturating_sub(self.0.capacity()));
+    }
+}
+
+/// What became of a body the filter waited for.
+enum Kept {
+    /// All of it is in (end of stream, or trailers).
+    Whole,
+    /// It went over max_json_bytes.
+    OverLimit,
+    /// Holding more would have passed max_held_bytes.
+    NotHeld,
 }
 
 fn hold(id: u32, p: Pending) {
@@ -322,6 +382,8 @@ struct Routed<'a> {
     source: usize,
     tenant: &'a str,
     spoofed: usize,
+    /// The body was let go unread: the VM held max_held_bytes already.
+    not_held: bool,
 }
 
 /// Stamps a routed request and lets it go on.
@@ -333,14 +395,14 @@ fn finish(shared: &Shared, r: &Routed, headers: &[(&str, &[u8])], body: Body) ->
     if let Err(e) = add_stamps(&stamped) {
         return internal_error(&e);
     }
-    shared.metrics.stamped(r.source, &stamped, r.spoofed);
+    shared.metrics.stamped(r, &stamped);
     Action::Continue
 }
 
 impl Pending {
-    /// Stamps the request from the body copied so far (or none, when it
-    /// went over max_json_bytes) and lets it go on.
-    fn finish(self, over: bool) -> Action {
+    /// Stamps the request from its body (or none, when it was not kept
+    /// whole) and lets it go on.
+    fn finish(self, kept: Kept) -> Action {
         // The wire form is from before the strip; parse drops those again.
         let (headers, _) = match parse(&self.headers) {
             Ok(h) => h,
@@ -350,12 +412,12 @@ impl Pending {
             source: self.source,
             tenant: &self.tenant,
             spoofed: self.spoofed,
+            not_held: matches!(kept, Kept::NotHeld),
         };
         let max = self.shared.config.max_json_bytes;
-        let body = if over {
-            Body::TooLarge
-        } else {
-            Body::of(&self.body, max)
+        let body = match kept {
+            Kept::Whole => Body::of(&self.body.0, max),
+            Kept::OverLimit | Kept::NotHeld => Body::TooLarge,
         };
         finish(&self.shared, &routed, &headers, body)
     }
@@ -399,6 +461,7 @@ impl HttpContext for Request {
             source,
             tenant,
             spoofed,
+            not_held: false,
         };
         if !needs_body || end_of_stream {
             return finish(&shared, &routed, &headers, Body::Bytes(&[]));
@@ -416,7 +479,7 @@ impl HttpContext for Request {
                 tenant: tenant.to_owned(),
                 headers: raw,
                 spoofed,
-                body: Vec::new(),
+                body: Held::default(),
             },
         );
         // Hold the headers until the body is in (allow_on_headers_stop_iteration).
@@ -426,7 +489,7 @@ impl HttpContext for Request {
     fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
         // With trailers, end_of_stream never reaches the body callback.
         match take(self.id) {
-            Some(p) => p.finish(false),
+            Some(p) => p.finish(Kept::Whole),
             None => Action::Continue,
         }
     }
@@ -450,32 +513,30 @@ mod data_status {
 /// one large read, before the filter could let it through. With
 /// StopIterationAndWatermark, Envoy holds the chunks under flow control and
 /// hands the filter only the new one, which the filter copies; once the
-/// copy passes max_json_bytes the filter drops it and lets the request go
-/// on whole.
+/// copy would pass max_json_bytes the filter drops it and lets the request
+/// go on whole, without JSON keys; the same when the VM already holds
+/// max_held_bytes of bodies.
 #[no_mangle]
 pub extern "C" fn hookstamp_on_request_body(context_id: u32, size: usize, end: u32) -> u32 {
     let Some(mut p) = take(context_id) else {
         // Not waiting for a body: stamped at the headers, or not routed.
         return data_status::CONTINUE;
     };
-    let max = p.shared.config.max_json_bytes;
-    let action = if p.body.len().saturating_add(size) > max {
-        p.finish(true)
+    let (max, budget) = (
+        p.shared.config.max_json_bytes,
+        p.shared.config.max_held_bytes,
+    );
+    let action = if p.body.0.len().saturating_add(size) > max {
+        p.finish(Kept::OverLimit)
     } else {
-        match body_chunk(size) {
+        match body_chunk(size).map(|chunk| p.body.push(chunk, max, budget)) {
             Err(e) => internal_error(&e),
-            Ok(chunk) => {
-                if p.body.is_empty() {
-                    p.body = chunk;
-                } else {
-                    p.body.extend_from_slice(&chunk);
-                }
-                if end == 0 {
-                    hold(context_id, p);
-                    return data_status::STOP_AND_WATERMARK;
-                }
-                p.finish(false)
+            Ok(false) => p.finish(Kept::NotHeld),
+            Ok(true) if end == 0 => {
+                hold(context_id, p);
+                return data_status::STOP_AND_WATERMARK;
             }
+            Ok(true) => p.finish(Kept::Whole),
         }
     };
     match action {

@@ -206,27 +206,31 @@ def wait_exit(boot, timeout=30):
     return code, e.log_text()
 
 
-def request(port, method, path, headers=(), body=None, chunks=None, test_id=None, timeout=30):
+def request(port, method, path, headers=(), body=None, chunks=None, test_id=None, timeout=30,
+            between=None):
     """One HTTP/1.1 request on a fresh connection, headers sent exactly as
-    given (order, repeats, casing). `chunks` sends a chunked body.
-    Returns (status, reply headers, reply body)."""
+    given (order, repeats, casing). `chunks` sends a chunked body; with
+    `between`, everything but the last chunk goes first, then `between()`
+    runs, then the rest. Returns (status, reply headers, reply body)."""
     lines = [f"{method} {path} HTTP/1.1", "host: hookstamp.test", "connection: close"]
     if test_id:
         lines.append(f"x-test-id: {test_id}")
     lines += [f"{k}: {v}" for k, v in headers]
-    payload = b""
+    payload, rest = b"", b""
     if chunks is not None:
         lines.append("transfer-encoding: chunked")
-        for c in chunks:
-            if c:
-                payload += b"%x\r\n" % len(c) + c + b"\r\n"
-        payload += b"0\r\n\r\n"
+        framed = [b"%x\r\n" % len(c) + c + b"\r\n" for c in chunks if c] + [b"0\r\n\r\n"]
+        cut = len(framed) - 2 if between and len(framed) > 1 else len(framed)
+        payload, rest = b"".join(framed[:cut]), b"".join(framed[cut:])
     elif body is not None:
         lines.append(f"content-length: {len(body)}")
         payload = body
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(head + payload)
+        if rest:
+            between()
+            s.sendall(rest)
         import http.client
         resp = http.client.HTTPResponse(s)
         resp.begin()

@@ -7,6 +7,7 @@ import json
 import re
 import socket
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -23,6 +24,11 @@ SPOOF = [("X-Hookstamp-Dedupe-Key", "evil"), ("x-hookstamp-lane-0", "0" * 32),
 BIG = {"sources": [{"id": "big", "dedupe": "stripe", "sinks": [
     {"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]}]}
 
+# Room in the VM for one 64 KiB body at a time, not two.
+HELD = {"max_json_bytes": 65536, "max_held_bytes": 100000, "sources": [
+    {"id": "held", "dedupe": "stripe", "sinks": [{"type": "sqs", "ordered": True,
+                                                   "ordering_key": {"json": "data.object.customer"}}]}]}
+
 
 @pytest.fixture(scope="session")
 def env():
@@ -32,6 +38,7 @@ def env():
     # The same source behind Envoy's default buffer limit (1 MiB, equal to
     # the default max_json_bytes): the limit the README asks for at least.
     configs["big_default_limit"] = (proxy.free_port(), BIG, None)
+    configs["held"] = (proxy.free_port(), HELD)
     e = proxy.Envoy(proxy.bootstrap(configs, up.server_address[1], proxy.free_port()))
     assert e.proc.poll() is None, e.log_text()[-4000:]
     yield {"envoy": e, "up": up, "ports": {n: v[0] for n, v in configs.items()}}
@@ -115,6 +122,46 @@ def test_oversized_body_forwarded_whole_keys_missing(env, listener, size, chunke
     assert "x-hookstamp-dedupe-key" not in names
     assert dict(rec["stamps"])["x-hookstamp-lane-0-key"] == ""
     assert counter(env, "hookstamp_body_over_limit_total", source="big") == before + 1
+
+
+def test_bodies_held_at_once_stay_within_max_held_bytes(env):
+    """Slow uploads must not add up in the VM's memory: a body that does
+    not fit beside the ones held is let go whole, without JSON keys, and
+    counted; the others keep theirs, and what was held is given back."""
+    def event(evt, size):
+        head = b'{"id":"%s","data":{"object":{"customer":"cus_1"}},"pad":"' % evt.encode()
+        return head + b"x" * (size - len(head) - 2) + b'"}'
+
+    def post(evt, between=None):
+        body, tid = event(evt, 60000), uuid.uuid4().hex
+        status, _, reply = proxy.request(env["ports"]["held"], "POST", "/webhooks/held", [],
+                                         chunks=[body[:-16], body[-16:]], test_id=tid,
+                                         between=between)
+        assert status == 200, reply
+        rec = env["up"].records[tid]
+        assert rec["body_sha256"] == hashlib.sha256(body).hexdigest()
+        return dict(rec["stamps"]).get("x-hookstamp-dedupe-key")
+
+    name = "hookstamp_body_not_held_total"
+    before = counter(env, name, source="held")
+    second = []
+
+    def while_first_is_held():
+        time.sleep(0.3)  # the filter has taken in all of the first body but its end
+        second.append(post("evt_second"))
+
+    assert post("evt_first", between=while_first_is_held) == "evt_first"
+    assert second == [None]
+    assert counter(env, name, source="held") == before + 1
+    assert counter(env, "hookstamp_body_over_limit_total", source="held") == 0
+    # A client gone mid-body gives back what was held for it.
+    gone = event("evt_gone", 60000)[:-16]
+    with socket.create_connection(("127.0.0.1", env["ports"]["held"])) as s:
+        s.sendall(b"POST /webhooks/held HTTP/1.1\r\nhost: hookstamp.test\r\n"
+                  b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n" % (len(gone), gone))
+        time.sleep(0.3)
+    time.sleep(0.3)
+    assert post("evt_third") == "evt_third"
 
 
 def test_no_body_is_stamped_at_the_headers(env):
