@@ -15,7 +15,8 @@ answering with direct_response so no upstream is the bottleneck:
       itself spends on a body, which (d) and (e) are compared with
 Three views, each of every configuration in one run:
   1. throughput: wrk -c16 in interleaved rounds (wrk and Envoy pinned to a
-     core each); requests/s, Envoy's CPU time per request, ratios;
+     core each); requests/s, Envoy's CPU time per request, ratios (the
+     median of each round's);
   2. latency: wrk -c1 (one request at a time, so no queueing);
   3. instructions: Envoy under callgrind, instructions per request; these
      do not move with the machine's load, so they show small differences
@@ -142,14 +143,22 @@ def wrk(envoy, port, path, script, seconds, conns):
 
 def rounds(envoys, scripts, args, conns, seconds, n):
     """`n` interleaved rounds over every case: the median of each column,
-    the non-2xx total, and the best (lowest) p99 of any round."""
+    the non-2xx total, the best (lowest) p99 of any round, and the median
+    over rounds of the requests/s relative to (a) and to (b) in the same
+    round (measured seconds apart, so that slow spells of the machine
+    cancel)."""
     runs = {c[0]: [] for c in CASES}
     for _ in range(n):
         for label, _, env, path, *_ in CASES:
             e, port = envoys[env]
             runs[label].append(wrk(e, port, path, scripts[label], seconds, conns))
+
+    def ratio(label, other):
+        return statistics.median(r[0] / o[0] for r, o in zip(runs[label], runs[other]))
+
     return {k: [statistics.median(r[i] for r in v) for i in range(6)]
-            + [sum(r[4] for r in v), min(r[2] for r in v)] for k, v in runs.items()}
+            + [sum(r[4] for r in v), min(r[2] for r in v), ratio(k, base(k)), ratio(k, "b")]
+            for k, v in runs.items()}
 
 
 BASE_NOTE = "vs (a): against Envoy without a filter given the same request: (a1k) for (d), (a64k) for (e)."
@@ -160,16 +169,15 @@ def row_name(label, desc):
 
 
 def throughput_table(med, args):
-    b = med["b"]
     print(f"\n1. Throughput: Envoy {proxy_version()} --concurrency 1, direct_response, wrk -t1 "
           f"-c{args.conns}{', pinned' if PIN else ''}, {args.rounds} interleaved rounds of "
-          f"{args.seconds}s, medians\n")
+          f"{args.seconds}s, medians (of each round's ratios, for vs)\n")
     print(f"{'config':<28} {'req/s':>8} {'vs (a)':>7} {'vs (b)':>7} {'CPU us/req':>11} "
           f"{'+us vs (a)':>11} {'p99 us':>8} {'non-2xx':>8}")
     for label, desc, *_ in CASES:
-        rps, _, p99, _, _, cpu, bad, _ = med[label]
+        rps, _, p99, _, _, cpu, bad, _, vs_a, vs_b = med[label]
         a = med[base(label)]
-        print(f"{row_name(label, desc):<28} {rps:>8.0f} {rps / a[0]:>6.0%} {rps / b[0]:>6.0%} "
+        print(f"{row_name(label, desc):<28} {rps:>8.0f} {vs_a:>6.0%} {vs_b:>6.0%} "
               f"{cpu:>11.1f} {cpu - a[5]:>11.1f} {p99:>8.0f} {bad:>8}")
     print(f"\n{BASE_NOTE}\nCPU us/req: Envoy's user + system CPU time over the requests served. p99 at this "
           "load is mostly\nqueueing behind the other connections; table 2 has the latency of a lone request.")
@@ -181,7 +189,7 @@ def latency_table(med, args):
     print(f"{'config':<28} {'p50 us':>7} {'p99 us':>7} {'best p99':>9} {'p50 +us':>8} "
           f"{'p99 +us':>8} {'best p99 +us':>13}")
     for label, desc, *_ in CASES:
-        _, p50, p99, *_, best = med[label]
+        _, p50, p99, _, _, _, _, best, _, _ = med[label]
         a = med[base(label)]
         print(f"{row_name(label, desc):<28} {p50:>7.0f} {p99:>7.0f} {best:>9.0f} {p50 - a[1]:>8.0f} "
               f"{p99 - a[2]:>8.0f} {best - a[7]:>13.0f}")
@@ -255,8 +263,8 @@ def instructions_table(counts, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--seconds", type=int, default=5, help="per throughput run")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--seconds", type=int, default=2, help="per throughput run")
     ap.add_argument("--latency-rounds", type=int, default=5)
     ap.add_argument("--latency-seconds", type=int, default=3, help="per latency run")
     ap.add_argument("--conns", type=int, default=16)
