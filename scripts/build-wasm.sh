@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds target/hookstamp.wasm (profile wasm: release with lto, panic=abort,
-# codegen-units 1; wasm32-wasip1), keeping only the exports it uses and the
-# code they reach (binaryen's wasm-opt, dead code removal only);
+# Builds the filter (profile wasm: release with lto, panic=abort,
+# codegen-units 1; wasm32-wasip1) and copies cargo's artifact, unchanged,
+# to target/hookstamp.wasm: the module exports exactly the ABI callbacks it
+# implements, so what cargo builds is what Envoy runs.
 # `build-wasm.sh clippy` lints the wasm glue instead (warnings denied);
-# `build-wasm.sh noop` builds target/noop.wasm, the empty filter the
-# benchmark measures beside hookstamp (benches/noop-filter).
+# `build-wasm.sh noop` builds target/noop.wasm, the empty proxy-wasm SDK
+# filter the benchmark measures beside hookstamp (benches/noop-filter),
+# keeping only the exports hookstamp has (binaryen's wasm-metadce).
 # Uses rustup's wasm32-wasip1 target where it is installed; otherwise
 # Debian's rustc-web + rust-web-src + lld, building std from source.
 set -euo pipefail
@@ -15,10 +17,9 @@ dir=.
 built=hookstamp.wasm
 name=hookstamp.wasm
 extra=()
-trim=trim
 case "$cmd" in
   clippy) extra=(-- -D warnings) ;;
-  noop) cmd=build dir=benches/noop-filter built=noop_filter.wasm name=noop.wasm trim=trim-sdk ;;
+  noop) cmd=build dir=benches/noop-filter built=noop_filter.wasm name=noop.wasm ;;
 esac
 if [ "${HOOKSTAMP_WASM_ROUTE:-}" != debian ] && rustup target list --installed 2>/dev/null | grep -qx "$target"; then
   (cd "$dir" && cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
@@ -33,15 +34,28 @@ else
   out=$dir/target/debian-wasm/$target/wasm/$built
 fi
 [ "$cmd" = clippy ] && exit 0
-command -v wasm-opt >/dev/null || { echo "wasm-opt (binaryen) is missing: run make setup" >&2; exit 1; }
-# Only the callbacks hookstamp uses stay exported: Envoy skips the others.
-# hookstamp's own body callback takes the place of the SDK's.
-python3 scripts/wasm-exports.py "$trim" "$out" "target/$name.trimmed"
-# Then the code only they reached goes too (nothing else is optimised).
-# The module carries no target_features section (the profile strips it), so
-# the features are named here: they must cover what rustc's wasm32 default
-# emits, and wasm-opt refuses the module otherwise.
-wasm-opt --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int \
-  --enable-mutable-globals --remove-unused-module-elements "target/$name.trimmed" -o "target/$name"
-rm -f "target/$name.trimmed"
+if [ "$name" = hookstamp.wasm ]; then
+  cp "$out" "target/$name"
+  # Where cargo's own artifact is, for the test that loads it in Envoy.
+  echo "$PWD/$out" > target/hookstamp.wasm.cargo-path
+else
+  command -v wasm-metadce >/dev/null || { echo "wasm-metadce (binaryen) is missing: run make setup" >&2; exit 1; }
+  # The SDK exports every callback, and Envoy calls every exported one on
+  # each request: the empty filter keeps hookstamp's exports only, and
+  # metadce drops the code only the others reached.
+  graph=$(mktemp)
+  python3 - "$graph" <<'PY'
+import json, sys
+keep = ["memory", "_initialize", "proxy_abi_version_0_2_1", "proxy_on_memory_allocate",
+        "proxy_on_vm_start", "proxy_on_configure", "proxy_on_context_create",
+        "proxy_on_request_headers", "proxy_on_request_body", "proxy_on_request_trailers",
+        "proxy_on_tick", "proxy_on_done", "proxy_on_delete"]
+json.dump([{"name": k, "root": True, "export": k} for k in keep], open(sys.argv[1], "w"))
+PY
+  # The module carries no target_features section (the profile strips it),
+  # so the features rustc's wasm32 default emits are named here.
+  wasm-metadce --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int \
+    --enable-mutable-globals --graph-file "$graph" "$out" -o "target/$name" >/dev/null
+  rm -f "$graph"
+fi
 echo "built target/$name ($(stat -c %s "target/$name") bytes)"

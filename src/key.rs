@@ -6,8 +6,9 @@ use std::borrow::Cow;
 /// Where a dedupe or ordering key is read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySource {
-    /// The first value of this header (lowercase name).
-    Header(String),
+    /// The first value of a header; the index names it in the source's
+    /// header table, read once at the request headers.
+    Header(usize),
     /// The value at this path of the JSON body; the index names the path in
     /// the source's path table, so one decode serves every key.
     Json(usize),

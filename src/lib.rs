@@ -6,10 +6,17 @@
 
 pub mod config;
 pub mod dedupe;
+pub mod host;
 pub mod json;
 pub mod key;
 pub mod lanes;
+pub mod lifecycle;
+pub mod metrics;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod mock;
 pub mod pairs;
+pub mod path;
+pub mod reply;
 pub mod resolve;
 pub mod route;
 pub mod stamps;

@@ -5,6 +5,7 @@ use crate::dedupe::MAX_DEDUPE_KEY;
 use crate::json::{self, Scalar};
 use crate::key::{self, KeySource};
 use crate::lanes::{self, MAX_LANE_KEY};
+use crate::reply::{self, Reply};
 use crate::route::{self, Route};
 use crate::stamps;
 use std::borrow::Cow;
@@ -49,8 +50,12 @@ pub struct Stamped<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome<'a> {
     Pass,
-    Reject,
-    Forward { source: usize, stamped: Stamped<'a> },
+    /// Answered by the filter.
+    Reply(Reply),
+    Forward {
+        source: usize,
+        stamped: Stamped<'a>,
+    },
 }
 
 /// Routes and stamps a complete request, as the native harness sees it.
@@ -67,28 +72,44 @@ where
 {
     match route::route(cfg, method, path) {
         Route::Pass => Outcome::Pass,
-        Route::Reject => Outcome::Reject,
+        Route::Reject => Outcome::Reply(reply::UNKNOWN_SOURCE),
+        Route::MethodNotAllowed => Outcome::Reply(reply::METHOD_NOT_ALLOWED),
         Route::Source { source, tenant } => match cfg.sources.get(source) {
             Some(src) => Outcome::Forward {
                 source,
-                stamped: stamp(src, tenant, headers, Body::of(body, cfg.max_json_bytes)),
+                stamped: stamp(
+                    src,
+                    tenant,
+                    &header_keys(src, headers),
+                    Body::of(body, cfg.max_json_bytes),
+                ),
             },
-            None => Outcome::Reject,
+            None => Outcome::Reply(reply::UNKNOWN_SOURCE),
         },
     }
 }
 
-/// Computes the stamps of a request routed to `src` for `tenant`.
-pub fn stamp<'a, N, V>(
-    src: &'a Source,
-    tenant: &'a str,
-    headers: &'a [(N, V)],
-    body: Body<'a>,
-) -> Stamped<'a>
+/// The values of the headers `src`'s keys read (its header table), each
+/// the first value of that header in arrival order.
+pub fn header_keys<'h, N, V>(src: &Source, headers: &'h [(N, V)]) -> Vec<Option<&'h [u8]>>
 where
     N: AsRef<str>,
     V: AsRef<[u8]>,
 {
+    src.headers
+        .iter()
+        .map(|h| key::first_header(headers, h))
+        .collect()
+}
+
+/// Computes the stamps of a request routed to `src` for `tenant`, from the
+/// values of its key headers (see `header_keys`) and its body.
+pub fn stamp<'a>(
+    src: &'a Source,
+    tenant: &'a str,
+    header_keys: &[Option<&'a [u8]>],
+    body: Body<'a>,
+) -> Stamped<'a> {
     let mut out = Stamped {
         headers: Vec::with_capacity(5 + 3 * src.lanes.len()),
         ..Stamped::default()
@@ -105,7 +126,7 @@ where
     // A JSON integer is a dedupe key (`ints`) but never an ordering key.
     let lookup = |k: &KeySource, ints: bool| -> Option<Cow<'a, [u8]>> {
         let raw = match k {
-            KeySource::Header(h) => Cow::Borrowed(key::first_header(headers, h)?),
+            KeySource::Header(i) => Cow::Borrowed((*header_keys.get(*i)?)?),
             KeySource::Json(i) => match found.get(*i)? {
                 Some(Scalar::Str(s)) => bytes(s),
                 Some(Scalar::Int(n)) if ints => Cow::Borrowed(n.as_bytes()),
@@ -183,12 +204,13 @@ fn idempotency_key<'a>(tenant: &str, source_id: &str, key: &[u8]) -> Cow<'a, str
 
 impl Outcome<'_> {
     /// The harness's JSON form: `{"action":"forward","headers":[[n,v],..]}`,
-    /// `{"action":"reject","status":404}` or `{"action":"pass"}`.
+    /// `{"action":"reject","status":404}` (any status the filter answers)
+    /// or `{"action":"pass"}`.
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::json;
         match self {
             Outcome::Pass => json!({"action": "pass"}),
-            Outcome::Reject => json!({"action": "reject", "status": route::REJECT_STATUS}),
+            Outcome::Reply(r) => json!({"action": "reject", "status": r.status}),
             Outcome::Forward { stamped, .. } => {
                 let headers: Vec<[&str; 2]> = stamped
                     .headers

@@ -1,18 +1,26 @@
 //! Which source a request belongs to.
+//!
+//! A request is ours when the normalised view of its path (see `path`) is
+//! under the prefix: then it is stamped, or answered by the filter, never
+//! passed around the stamps. Only a canonical path (the raw path, segment
+//! for segment) names a source; any other spelling of a path under the
+//! prefix is answered 404.
 
 use crate::config::{tenant_ok, Config, Routing, DEFAULT_TENANT};
-
-/// The status and body of a request that names no configured source.
-pub const REJECT_STATUS: u32 = 404;
-pub const REJECT_BODY: &str = r#"{"error":"unknown_source"}"#;
+use crate::path;
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route<'a> {
-    /// Not a webhook of ours (outside the prefix, or not POST): untouched.
+    /// Not a webhook of ours (outside the prefix), or a GET or HEAD under
+    /// it (an endpoint check, such as Meta's `hub.challenge`): untouched but
+    /// for the stamp headers, which are stripped from every request.
     Pass,
     /// Under the prefix but names no source: answered 404 by the filter.
     Reject,
+    /// Under the prefix with a method other than POST, GET or HEAD (`post`
+    /// included): answered 405 by the filter.
+    MethodNotAllowed,
     /// A webhook of source `source` (an index) for `tenant`.
     /// The tenant is borrowed from the config or the path.
     Source { source: usize, tenant: &'a str },
@@ -20,14 +28,23 @@ pub enum Route<'a> {
 
 /// Routes by method and path (`:path`, query string ignored).
 pub fn route<'a>(cfg: &'a Config, method: &str, path: &'a str) -> Route<'a> {
-    if method != "POST" {
+    if !path::under(path, &cfg.prefix_view) {
         return Route::Pass;
     }
+    match method {
+        "POST" => canonical(cfg, path),
+        "GET" | "HEAD" => Route::Pass,
+        _ => Route::MethodNotAllowed,
+    }
+}
+
+/// The source a canonical path names; anything else is rejected.
+fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
     let path = path.split(['?', '#']).next().unwrap_or("");
     let mut segs = path.split('/').filter(|s| !s.is_empty());
     for want in &cfg.prefix {
         if segs.next() != Some(want.as_str()) {
-            return Route::Pass;
+            return Route::Reject;
         }
     }
     let rest: Vec<&str> = segs.collect();

@@ -11,10 +11,16 @@ pub const DEDUPE_KEY: &str = "x-hookstamp-dedupe-key";
 pub const DEDUPE_TTL_MS: &str = "x-hookstamp-dedupe-ttl-ms";
 pub const IDEMPOTENCY_KEY: &str = "x-hookstamp-idempotency-key";
 
-/// Whether a header name is in the stamp namespace (any casing).
+/// Whether a header name is in the stamp namespace: any casing, and `_`
+/// read as `-` (gunicorn and others fold `x_hookstamp_dedupe_key` into
+/// `X-Hookstamp-Dedupe-Key` for the application).
 pub fn is_stamp_header(name: &str) -> bool {
-    name.len() >= PREFIX.len()
-        && name.as_bytes()[..PREFIX.len()].eq_ignore_ascii_case(PREFIX.as_bytes())
+    let n = name.as_bytes();
+    n.len() >= PREFIX.len()
+        && n.iter().zip(PREFIX.as_bytes()).all(|(&a, &b)| {
+            let a = if a == b'_' { b'-' } else { a };
+            a.eq_ignore_ascii_case(&b)
+        })
 }
 
 /// The three header names of ordered sink `i`: id, key, group.
@@ -88,5 +94,8 @@ mod tests {
         assert!(is_stamp_header("x-hookstamp-"));
         assert!(!is_stamp_header("x-hookstamp"));
         assert!(!is_stamp_header("x-hookstampz"));
+        assert!(is_stamp_header("x_hookstamp_dedupe_key"));
+        assert!(is_stamp_header("X_HookStamp-Lane_0"));
+        assert!(!is_stamp_header("x_hookstamp"));
     }
 }

@@ -37,6 +37,21 @@ fn body_of(req: &Value) -> Vec<u8> {
     Vec::new()
 }
 
+/// Whether an answer is what a case expects: `headers` lists every stamp
+/// in contract order; `stamps` names only the stamps a case is about
+/// (`null`: absent), so a rule change elsewhere leaves the row alone.
+fn agrees(want: &Value, got: &Value) -> bool {
+    let Some(partial) = want.get("stamps").and_then(Value::as_object) else {
+        return want == got;
+    };
+    let headers = got["headers"].as_array().cloned().unwrap_or_default();
+    let value = |name: &str| headers.iter().find(|h| h[0] == name).map(|h| h[1].clone());
+    got["action"] == want["action"]
+        && partial
+            .iter()
+            .all(|(n, v)| value(n) == if v.is_null() { None } else { Some(v.clone()) })
+}
+
 #[test]
 fn case_table() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
@@ -71,7 +86,7 @@ fn case_table() {
             let path = req["path"].as_str().unwrap();
             let got =
                 resolve::handle(&loaded.config, method, path, &headers, &body_of(req)).to_json();
-            if got != case["expect"] {
+            if !agrees(&case["expect"], &got) {
                 failures.push(format!(
                     "{} / {}:\n  want {}\n  got  {got}",
                     file.display(),
@@ -131,7 +146,7 @@ fn max_json_bytes_above_envoys_default_buffer_limit_warns_for_body_sources() {
         vec![
             "max_json_bytes is 2097152, above Envoy's default per_connection_buffer_limit_bytes \
               (1048576): set the listener's limit to at least 2097152, or a body between the two \
-              hangs until Envoy's stream idle timeout"
+              waits for max_hold_ms and is answered 408"
         ]
     );
 }

@@ -1,0 +1,547 @@
+//! The checker: walks the JSON by hand rather than through serde derive so
+//! that every error is reported (not just the first), each with its scope
+//! (the source, the sink) in a `Diags` collector.
+
+use super::diag::{Diag, Diags, Scope};
+use super::{source_id_ok, tenant_ok, Config, Delivery, Routing, Source, DEFAULT_TENANT};
+use crate::dedupe::{self, Dedupe, PresetKey, DEFAULT_TTL_MS};
+use crate::json::{self, Path};
+use crate::key::KeySource;
+use crate::lanes::Lane;
+use crate::{path, stamps};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+/// Headers that `store_headers: "all"` never stores.
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+];
+
+const MAX_SINKS: usize = 65535;
+const DEFAULT_MAX_JSON_BYTES: u64 = 1_048_576;
+const DEFAULT_MAX_HELD_BYTES: u64 = 64 * 1_048_576;
+const DEFAULT_MAX_HOLD_MS: u64 = 10_000;
+/// A body's peak while it grows: the old buffer, the new one and the chunk
+/// being copied, each at most max_json_bytes.
+const HELD_PEAK: u64 = 3;
+
+const TOP_LEVEL: &[&str] = &[
+    "routing",
+    "prefix",
+    "max_json_bytes",
+    "max_held_bytes",
+    "max_hold_ms",
+    "delivery",
+    "sources",
+];
+
+/// Checks a parsed configuration: the config when it could be built, and
+/// every error found (the config is good only when there are none).
+pub fn check(v: &Value) -> (Option<Config>, Vec<Diag>) {
+    let mut d = Diags::default();
+    let config = check_top(v, &mut d);
+    (config, d.into_vec())
+}
+
+/// Reports fields of `obj` that are not in `known`.
+fn unknown_fields(obj: &Map<String, Value>, known: &[&str], scope: &Scope, d: &mut Diags) {
+    for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+        d.push(
+            scope,
+            format!("unknown field {k:?} (known: {})", known.join(", ")),
+        );
+    }
+}
+
+/// A field that may be absent; `null` counts as absent.
+fn field<'v>(obj: &'v Map<String, Value>, name: &str) -> Option<&'v Value> {
+    obj.get(name).filter(|v| !v.is_null())
+}
+
+/// A top-level field that takes one of a few strings; the first is the
+/// default.
+fn choice<T: Copy>(
+    obj: &Map<String, Value>,
+    name: &str,
+    options: &[(&str, T)],
+    d: &mut Diags,
+) -> T {
+    let default = options[0].1;
+    let Some(v) = field(obj, name) else {
+        return default;
+    };
+    if let Some(&(_, t)) = options.iter().find(|(o, _)| v.as_str() == Some(*o)) {
+        return t;
+    }
+    let names: Vec<String> = options.iter().map(|(o, _)| format!("{o:?}")).collect();
+    d.push(
+        &Scope::Config,
+        format!("{name} must be {}", names.join(" or ")),
+    );
+    default
+}
+
+/// A positive integer of at most u32::MAX (the wasm32 address space).
+fn count(obj: &Map<String, Value>, name: &str, default: u64, d: &mut Diags) -> u64 {
+    let Some(v) = field(obj, name) else {
+        return default;
+    };
+    match v.as_u64() {
+        Some(n) if n > 0 && n <= u64::from(u32::MAX) => n,
+        _ => {
+            d.push(
+                &Scope::Config,
+                format!(
+                    "{name} must be a positive integer of at most {}, got {v}",
+                    u32::MAX
+                ),
+            );
+            default
+        }
+    }
+}
+
+fn check_top(v: &Value, d: &mut Diags) -> Option<Config> {
+    let Some(obj) = v.as_object() else {
+        d.push(&Scope::Config, "must be a JSON object");
+        return None;
+    };
+    unknown_fields(obj, TOP_LEVEL, &Scope::Config, d);
+    let routing = choice(
+        obj,
+        "routing",
+        &[
+            ("path", Routing::Path),
+            ("tenant_path", Routing::TenantPath),
+        ],
+        d,
+    );
+    let prefix = match field(obj, "prefix").map(Value::as_str) {
+        None => vec!["webhooks".to_owned()],
+        Some(Some(p)) if prefix_ok(p) => segments(p),
+        Some(_) => {
+            d.push(
+                &Scope::Config,
+                "prefix must be \"/\" or \"/\"-separated segments of [A-Za-z0-9._~-], none of them \".\" or \"..\"",
+            );
+            Vec::new()
+        }
+    };
+    let prefix_view = prefix.iter().map(|s| s.to_ascii_lowercase()).collect();
+    let max_json_bytes = count(obj, "max_json_bytes", DEFAULT_MAX_JSON_BYTES, d);
+    let max_held_bytes = count(obj, "max_held_bytes", DEFAULT_MAX_HELD_BYTES, d);
+    if max_held_bytes < HELD_PEAK * max_json_bytes {
+        d.push(
+            &Scope::Config,
+            format!(
+                "max_held_bytes ({max_held_bytes}) must be at least {HELD_PEAK} × max_json_bytes ({max_json_bytes}): a body's peak while it grows"
+            ),
+        );
+    }
+    let max_hold_ms = count(obj, "max_hold_ms", DEFAULT_MAX_HOLD_MS, d);
+    let delivery = choice(
+        obj,
+        "delivery",
+        &[("queued", Delivery::Queued), ("direct", Delivery::Direct)],
+        d,
+    );
+    let mut sources = Vec::new();
+    match obj.get("sources").map(Value::as_array) {
+        None => d.push(&Scope::Config, "sources is required"),
+        Some(None) => d.push(&Scope::Config, "sources must be a list"),
+        Some(Some(list)) => {
+            for (i, s) in list.iter().enumerate() {
+                if let Some(src) = check_source(i, s, delivery, d) {
+                    sources.push(src);
+                }
+            }
+        }
+    }
+    let mut by_id = HashMap::new();
+    for (i, s) in sources.iter().enumerate() {
+        if by_id.insert(s.id.clone(), i).is_some() {
+            d.push(&Scope::Source(s.id.clone()), "id is not unique");
+        }
+    }
+    Some(Config {
+        routing,
+        prefix,
+        prefix_view,
+        max_json_bytes: usize::try_from(max_json_bytes).unwrap_or(usize::MAX),
+        max_held_bytes: usize::try_from(max_held_bytes).unwrap_or(usize::MAX),
+        max_hold_ms,
+        delivery,
+        sources,
+        by_id,
+    })
+}
+
+/// A prefix whose canonical spelling is its normalised view, lowercase
+/// aside: one a server cannot read as anything else.
+fn prefix_ok(p: &str) -> bool {
+    let segs = segments(p);
+    p.starts_with('/')
+        && p.bytes()
+            .all(|b| b == b'/' || b.is_ascii_alphanumeric() || b"._~-".contains(&b))
+        && segs.iter().all(|s| s != "." && s != "..")
+        && path::view(p).is_some_and(|v| v.len() == segs.len())
+}
+
+/// Splits a path on "/" and drops empty segments.
+pub fn segments(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Which headers a source's stored hook keeps (a replay re-reads lanes).
+enum StoreHeaders {
+    All,
+    None,
+    Only(Vec<String>),
+}
+
+impl StoreHeaders {
+    fn keeps(&self, name: &str) -> bool {
+        match self {
+            StoreHeaders::All => !CREDENTIAL_HEADERS.contains(&name),
+            StoreHeaders::None => false,
+            StoreHeaders::Only(list) => list.iter().any(|n| n == name),
+        }
+    }
+}
+
+/// The paths and headers a source's keys read, each interned once.
+#[derive(Default)]
+struct Reads {
+    paths: Vec<Path>,
+    headers: Vec<String>,
+}
+
+impl Reads {
+    fn path(&mut self, p: Path) -> KeySource {
+        KeySource::Json(intern(&mut self.paths, p))
+    }
+
+    fn header(&mut self, h: String) -> KeySource {
+        KeySource::Header(intern(&mut self.headers, h))
+    }
+}
+
+/// Adds an item to a table (once) and returns its index.
+fn intern<T: PartialEq>(table: &mut Vec<T>, item: T) -> usize {
+    if let Some(i) = table.iter().position(|p| *p == item) {
+        return i;
+    }
+    table.push(item);
+    table.len() - 1
+}
+
+fn check_source(i: usize, v: &Value, delivery: Delivery, d: &mut Diags) -> Option<Source> {
+    let Some(obj) = v.as_object() else {
+        d.push(&Scope::SourceAt(i), "must be an object");
+        return None;
+    };
+    let id = match obj.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        _ => {
+            d.push(&Scope::SourceAt(i), "id is required and must be a string");
+            format!("#{i}")
+        }
+    };
+    let scope = Scope::Source(id.clone());
+    if obj.get("id").is_some_and(Value::is_string) && !source_id_ok(&id) {
+        d.push(
+            &scope,
+            "id must match [A-Za-z0-9._-]{1,64} and not be \".\" or \"..\"",
+        );
+    }
+    unknown_fields(
+        obj,
+        &["id", "tenant", "dedupe", "store_headers", "sinks"],
+        &scope,
+        d,
+    );
+    let tenant = match field(obj, "tenant") {
+        None => DEFAULT_TENANT.to_owned(),
+        Some(Value::String(t)) if tenant_ok(t) => t.clone(),
+        Some(t) => {
+            d.push(
+                &scope,
+                format!("tenant must match [A-Za-z0-9_-]{{1,64}}, got {t}"),
+            );
+            DEFAULT_TENANT.to_owned()
+        }
+    };
+    let mut reads = Reads::default();
+    let dedupe = field(obj, "dedupe")
+        .and_then(|v| check_dedupe(v, &Scope::Dedupe(id.clone()), &mut reads, d));
+    let store = check_store_headers(field(obj, "store_headers"), &scope, d);
+    let mut lanes = Vec::new();
+    match field(obj, "sinks") {
+        None => {}
+        Some(Value::Array(sinks)) => {
+            if sinks.len() > MAX_SINKS {
+                d.push(
+                    &scope,
+                    format!("at most {MAX_SINKS} sinks, got {}", sinks.len()),
+                );
+            }
+            for (index, s) in sinks.iter().enumerate().take(MAX_SINKS) {
+                let ctx = SinkCtx {
+                    id: &id,
+                    index,
+                    delivery,
+                    store: &store,
+                };
+                if let Some(lane) = check_sink(&ctx, s, &mut reads, d) {
+                    lanes.push(lane);
+                }
+            }
+        }
+        Some(_) => d.push(&scope, "sinks must be a list"),
+    }
+    Some(Source {
+        id,
+        tenant,
+        dedupe,
+        lanes,
+        paths: reads.paths,
+        headers: reads.headers,
+    })
+}
+
+fn check_store_headers(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> StoreHeaders {
+    match v {
+        None => StoreHeaders::All,
+        Some(Value::String(s)) if s == "all" => StoreHeaders::All,
+        Some(Value::String(s)) if s == "none" => StoreHeaders::None,
+        Some(Value::Array(list)) => {
+            let mut names = Vec::new();
+            for h in list {
+                match h.as_str() {
+                    Some(s) if !s.is_empty() => names.push(s.to_ascii_lowercase()),
+                    _ => d.push(
+                        scope,
+                        format!("store_headers entries must be non-empty header names, got {h}"),
+                    ),
+                }
+            }
+            StoreHeaders::Only(names)
+        }
+        Some(other) => {
+            d.push(
+                scope,
+                format!(
+                    "store_headers must be \"all\", \"none\" or a list of header names, got {other}"
+                ),
+            );
+            StoreHeaders::All
+        }
+    }
+}
+
+/// Checks a header name used as a key source; returns it lowercased.
+fn key_header(h: &str) -> Result<String, String> {
+    if h.is_empty() {
+        return Err("header name is empty".into());
+    }
+    if !h.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+        return Err(format!("header name {h:?} is not a valid header name"));
+    }
+    if stamps::is_stamp_header(h) {
+        return Err(format!(
+            "header {h:?} is in the stamp namespace, which the filter strips from every request"
+        ));
+    }
+    Ok(h.to_ascii_lowercase())
+}
+
+fn key_path(p: &str) -> Result<Path, String> {
+    json::parse_path(p).ok_or_else(|| format!("json path {p:?} has an empty segment"))
+}
+
+fn check_dedupe(v: &Value, scope: &Scope, reads: &mut Reads, d: &mut Diags) -> Option<Dedupe> {
+    let (obj, preset) = match v {
+        Value::String(p) => (None, Some(p.as_str())),
+        Value::Object(o) => (Some(o), None),
+        _ => {
+            d.push(scope, "must be a preset name or an object");
+            return None;
+        }
+    };
+    let mut ttl_ms = DEFAULT_TTL_MS;
+    let mut forms: Vec<(&str, &Value)> = Vec::new();
+    if let Some(o) = obj {
+        unknown_fields(o, &["preset", "header", "json", "ttl_ms"], scope, d);
+        forms = ["preset", "header", "json"]
+            .iter()
+            .filter_map(|f| field(o, f).map(|v| (*f, v)))
+            .collect();
+        if let Some(t) = field(o, "ttl_ms") {
+            match t.as_u64() {
+                Some(n) if n > 0 => ttl_ms = n,
+                _ => d.push(scope, format!("ttl_ms must be a positive integer, got {t}")),
+            }
+        }
+    }
+    let form = match (preset, forms.as_slice()) {
+        (Some(p), _) => ("preset", p),
+        (None, [(f, Value::String(s))]) => (*f, s.as_str()),
+        (None, [(f, other)]) => {
+            d.push(scope, format!("{f} must be a string, got {other}"));
+            return None;
+        }
+        (None, []) => {
+            d.push(scope, "needs one of preset, header or json");
+            return None;
+        }
+        (None, _) => {
+            d.push(scope, "takes exactly one of preset, header or json");
+            return None;
+        }
+    };
+    let key = match form {
+        ("preset", p) => match dedupe::preset(p) {
+            Some(PresetKey::Header(h)) => reads.header((*h).to_owned()),
+            Some(PresetKey::Json(j)) => reads.path(j.split('.').map(str::to_owned).collect()),
+            None => {
+                d.push(
+                    scope,
+                    format!("unknown preset {p:?} (known: {})", dedupe::preset_names()),
+                );
+                return None;
+            }
+        },
+        ("header", h) => match key_header(h) {
+            Ok(h) => reads.header(h),
+            Err(e) => {
+                d.push(scope, e);
+                return None;
+            }
+        },
+        (_, j) => match key_path(j) {
+            Ok(p) => reads.path(p),
+            Err(e) => {
+                d.push(scope, e);
+                return None;
+            }
+        },
+    };
+    Some(Dedupe::new(key, ttl_ms))
+}
+
+struct SinkCtx<'a> {
+    id: &'a str,
+    index: usize,
+    delivery: Delivery,
+    store: &'a StoreHeaders,
+}
+
+/// Checks one sink; returns its lane when it is ordered.
+fn check_sink(ctx: &SinkCtx, v: &Value, reads: &mut Reads, d: &mut Diags) -> Option<Lane> {
+    let before = d.len();
+    let mut scope = Scope::Sink {
+        source: ctx.id.to_owned(),
+        index: ctx.index,
+        kind: None,
+    };
+    let Some(obj) = v.as_object() else {
+        d.push(&scope, "must be an object");
+        return None;
+    };
+    let kind = match field(obj, "type") {
+        None => None,
+        Some(Value::String(t)) if !t.is_empty() => Some(t.as_str()),
+        Some(t) => {
+            d.push(&scope, format!("type must be a non-empty string, got {t}"));
+            None
+        }
+    };
+    if let Scope::Sink { kind: k, .. } = &mut scope {
+        *k = kind.map(str::to_owned);
+    }
+    unknown_fields(obj, &["type", "ordered", "ordering_key"], &scope, d);
+    let ordered = match field(obj, "ordered") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(o) => {
+            d.push(&scope, format!("ordered must be true or false, got {o}"));
+            false
+        }
+    };
+    let key = match field(obj, "ordering_key") {
+        None => None,
+        Some(Value::String(s)) if kind == Some("google_pubsub") && !s.is_empty() && !ordered => {
+            // The legacy static Pub/Sub ordering key: the sink applies it
+            // itself, so there is nothing to stamp.
+            return None;
+        }
+        Some(Value::String(_)) if kind == Some("google_pubsub") && ordered => {
+            d.push(
+                &scope,
+                "a string ordering_key is the legacy static Pub/Sub key; an ordered sink takes {\"header\": name} or {\"json\": path}",
+            );
+            return None;
+        }
+        Some(k) => match ordering_key(k, ctx.store) {
+            Ok(src) => Some(src),
+            Err(e) => {
+                d.push(&scope, e);
+                return None;
+            }
+        },
+    };
+    if key.is_some() && !ordered {
+        d.push(&scope, "ordering_key needs \"ordered\": true");
+    }
+    if ordered && ctx.delivery == Delivery::Direct {
+        d.push(
+            &scope,
+            "an ordered sink needs \"delivery\": \"queued\" (lanes need the store-backed queue)",
+        );
+    }
+    if !ordered || d.len() > before {
+        return None;
+    }
+    let sink = u16::try_from(ctx.index).ok()?;
+    let key = key.map(|k| match k {
+        OrderingKey::Header(h) => reads.header(h),
+        OrderingKey::Json(p) => reads.path(p),
+    });
+    Some(Lane::new(sink, key, ctx.id))
+}
+
+enum OrderingKey {
+    Header(String),
+    Json(Path),
+}
+
+fn ordering_key(v: &Value, store: &StoreHeaders) -> Result<OrderingKey, String> {
+    const FORM: &str = "ordering_key must be {\"header\": name} or {\"json\": path}";
+    let Some(obj) = v.as_object() else {
+        return Err(format!("{FORM}, got {v}"));
+    };
+    match (obj.len(), obj.get("header"), obj.get("json")) {
+        (1, Some(Value::String(h)), None) => {
+            let h = key_header(h)?;
+            if !store.keeps(&h) {
+                let why = if CREDENTIAL_HEADERS.contains(&h.as_str()) {
+                    " (a credential header is never stored)"
+                } else {
+                    ""
+                };
+                return Err(format!(
+                    "ordering_key header {h:?} is not kept by the source's store_headers{why}, so a replay could not resolve the lane again"
+                ));
+            }
+            Ok(OrderingKey::Header(h))
+        }
+        (1, None, Some(Value::String(j))) => key_path(j).map(OrderingKey::Json),
+        _ => Err(format!("{FORM}, got {v}")),
+    }
+}

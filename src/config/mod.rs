@@ -1,0 +1,201 @@
+//! The filter's configuration: the checked types, and `load`, which parses
+//! and checks a configuration once, at load (see `check`).
+
+mod check;
+mod diag;
+
+pub use diag::{Diag, Scope};
+
+use crate::dedupe::Dedupe;
+use crate::json::Path;
+use crate::lanes::Lane;
+use std::collections::HashMap;
+
+/// How a request path names its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// `<prefix>/<source_id>`
+    Path,
+    /// `<prefix>/<tenant>/<source_id>`
+    TenantPath,
+}
+
+/// How the upstream delivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Through a store-backed queue: lanes are possible.
+    Queued,
+    /// Inside the request: no store, so no lanes.
+    Direct,
+}
+
+/// The default tenant; a source with it answers every tenant on a
+/// `tenant_path` route.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// A checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub routing: Routing,
+    /// The prefix's path segments (empty for `/`), as a canonical path
+    /// spells them.
+    pub prefix: Vec<String>,
+    /// The same, lowercase: what the normalised view of a path is compared
+    /// with (see `path`).
+    pub prefix_view: Vec<String>,
+    pub max_json_bytes: usize,
+    /// The bytes one VM (one Envoy worker) holds at once for requests
+    /// waiting for their body, peaks included; at least 3 × max_json_bytes.
+    pub max_held_bytes: usize,
+    /// How long a request may take to send its body, from its headers.
+    pub max_hold_ms: u64,
+    pub delivery: Delivery,
+    pub sources: Vec<Source>,
+    by_id: HashMap<String, usize>,
+}
+
+/// One webhook source.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub id: String,
+    pub tenant: String,
+    pub dedupe: Option<Dedupe>,
+    /// The ordered sinks, by sink index.
+    pub lanes: Vec<Lane>,
+    /// Every JSON path this source reads; one decode serves them all.
+    pub paths: Vec<Path>,
+    /// Every header (lowercase) a key of this source reads: resolved at the
+    /// request headers, so nothing else of them is kept for the body.
+    pub headers: Vec<String>,
+}
+
+impl Source {
+    /// Whether a key of this source comes from the body, so the filter must
+    /// buffer it; a header-only source is stamped at the headers.
+    pub fn needs_body(&self) -> bool {
+        !self.paths.is_empty()
+    }
+}
+
+impl Config {
+    /// Looks a source up by id: its index and itself.
+    pub fn find(&self, id: &str) -> Option<(usize, &Source)> {
+        let i = *self.by_id.get(id)?;
+        Some((i, self.sources.get(i)?))
+    }
+
+    /// Sources without dedupe: their provider retries look like new events.
+    pub fn undeduped(&self) -> impl Iterator<Item = &Source> {
+        self.sources.iter().filter(|s| s.dedupe.is_none())
+    }
+
+    /// A one-line summary, as `hookstamp check` prints it.
+    pub fn summary(&self) -> String {
+        let lanes: usize = self.sources.iter().map(|s| s.lanes.len()).sum();
+        let undeduped: Vec<&str> = self.undeduped().map(|s| s.id.as_str()).collect();
+        let mut line = format!(
+            "ok: {} source(s), {} ordered sink(s)",
+            self.sources.len(),
+            lanes
+        );
+        if !undeduped.is_empty() {
+            line.push_str(&format!(", without dedupe: {}", undeduped.join(", ")));
+        }
+        line
+    }
+}
+
+/// A configuration that passed its checks, with its load-time warnings.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub config: Config,
+    pub warnings: Vec<String>,
+}
+
+/// Envoy's default per_connection_buffer_limit_bytes.
+pub const ENVOY_DEFAULT_BUFFER_LIMIT: usize = 1_048_576;
+
+/// The filter holds a body under Envoy's flow control up to max_json_bytes;
+/// Envoy stops reading at the listener's buffer limit. A limit below
+/// max_json_bytes cannot be seen from the filter, so say it at load.
+fn buffer_limit_warning(config: &Config) -> Option<String> {
+    let max = config.max_json_bytes;
+    let waits = config.sources.iter().any(Source::needs_body);
+    (waits && max > ENVOY_DEFAULT_BUFFER_LIMIT).then(|| {
+        format!(
+            "max_json_bytes is {max}, above Envoy's default per_connection_buffer_limit_bytes \
+             ({ENVOY_DEFAULT_BUFFER_LIMIT}): set the listener's limit to at least {max}, or a \
+             body between the two waits for max_hold_ms and is answered 408"
+        )
+    })
+}
+
+/// Parses and checks a configuration; on failure returns every error, each
+/// naming what it is about.
+pub fn load(text: &str) -> Result<Loaded, Vec<String>> {
+    let value: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return Err(vec![format!("config: not valid JSON: {e}")]),
+    };
+    let (config, diags) = check::check(&value);
+    match config {
+        Some(config) if diags.is_empty() => {
+            let mut warnings: Vec<String> = config
+                .undeduped()
+                .map(|s| {
+                    format!(
+                        "source '{}' has no dedupe: a provider's retry of it is indistinguishable from a new event",
+                        s.id
+                    )
+                })
+                .collect();
+            warnings.extend(buffer_limit_warning(&config));
+            Ok(Loaded { config, warnings })
+        }
+        _ => Err(diags.iter().map(Diag::to_string).collect()),
+    }
+}
+
+/// An id: 1 to 64 bytes of `[A-Za-z0-9_-]` and `extra`.
+fn id_ok(s: &str, extra: &[u8]) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || extra.contains(&b))
+}
+
+/// A tenant: `[A-Za-z0-9_-]{1,64}`.
+pub fn tenant_ok(s: &str) -> bool {
+    id_ok(s, b"")
+}
+
+/// A source id: `[A-Za-z0-9._-]{1,64}`, but not `.` or `..`, which a
+/// server resolves as a path segment.
+pub fn source_id_ok(s: &str) -> bool {
+    id_ok(s, b".") && s != "." && s != ".."
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let l = load(r#"{"sources":[{"id":"gh","dedupe":"github"}]}"#).unwrap();
+        assert_eq!(l.config.prefix, vec!["webhooks"]);
+        assert_eq!(l.config.max_json_bytes, 1_048_576);
+        assert_eq!(l.config.max_held_bytes, 64 * 1_048_576);
+        assert_eq!(l.config.max_hold_ms, 10_000);
+        assert_eq!(l.config.sources[0].tenant, "default");
+        assert!(l.warnings.is_empty());
+    }
+
+    #[test]
+    fn every_error_is_reported() {
+        let errs = load(
+            r#"{"sources":[{"id":"a","dedupe":"nope","sinks":[{"ordering_key":{"json":"x"}}]},
+                           {"id":"a b"}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(errs.len(), 3, "{errs:#?}");
+    }
+}

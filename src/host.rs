@@ -1,0 +1,66 @@
+//! What the filter asks of the proxy, behind a trait: the proxy-wasm ABI
+//! implements it in `filter` (the only code that touches the ABI), and
+//! `mock::MockHost` implements it natively, so the whole request lifecycle
+//! (`lifecycle`) is tested without a proxy.
+
+use crate::reply::Reply;
+use std::fmt;
+
+/// A host call that did not succeed: which call, and the ABI status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostError {
+    pub call: &'static str,
+    pub status: u32,
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} failed with status {}", self.call, self.status)
+    }
+}
+
+pub type HostResult<T> = Result<T, HostError>;
+
+/// A metric's kind, as the ABI numbers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter = 0,
+    Gauge = 1,
+}
+
+/// A log line's level, as the ABI numbers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Info = 2,
+    Warn = 3,
+    Error = 4,
+    Critical = 5,
+}
+
+/// The proxy, as the filter uses it. Every call that can fail returns a
+/// `HostResult`; none panics.
+pub trait Host {
+    /// The plugin configuration, as the proxy hands it over.
+    fn plugin_config(&mut self) -> HostResult<Vec<u8>>;
+    /// The request headers in the host's wire form (see `pairs`).
+    fn request_headers(&mut self) -> HostResult<Vec<u8>>;
+    /// The request trailers in the same form.
+    fn request_trailers(&mut self) -> HostResult<Vec<u8>>;
+    fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()>;
+    /// Removes every value of a request header.
+    fn remove_request_header(&mut self, name: &str) -> HostResult<()>;
+    fn remove_request_trailer(&mut self, name: &str) -> HostResult<()>;
+    /// The body chunk the body callback was just handed, `size` bytes.
+    fn request_body(&mut self, size: usize) -> HostResult<Vec<u8>>;
+    /// Answers the current request from the filter.
+    fn send_reply(&mut self, reply: &Reply) -> HostResult<()>;
+    /// Makes a request current outside its own callbacks (from a tick).
+    fn set_effective_context(&mut self, context: u32) -> HostResult<()>;
+    fn set_tick_period_ms(&mut self, ms: u32) -> HostResult<()>;
+    fn define_metric(&mut self, kind: MetricKind, name: &str) -> HostResult<u32>;
+    fn increment_metric(&mut self, id: u32, by: i64) -> HostResult<()>;
+    fn record_metric(&mut self, id: u32, value: u64) -> HostResult<()>;
+    /// Wall-clock milliseconds.
+    fn now_ms(&mut self) -> u64;
+    fn log(&mut self, level: Level, message: &str);
+}

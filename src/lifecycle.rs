@@ -1,0 +1,505 @@
+//! The request lifecycle, host-free: route → stamp at the headers, or hold
+//! the body → chunks → end, trailers, reset or deadline → over the limit or
+//! over the budget → stamp or reply. `filter` maps the proxy-wasm exports
+//! onto `Vm`'s methods one for one; the tests drive them with a mock host.
+//!
+//! Fail closed: a request under the prefix is stamped or answered by the
+//! filter, never passed unstamped. A resource limit answers 503 or 408,
+//! which a provider retries; a host call that fails answers 500.
+
+use crate::config::{self, Config};
+use crate::host::{Host, HostError, Level};
+use crate::metrics::{bump, Metrics};
+use crate::pairs;
+use crate::reply::{self, Reply};
+use crate::resolve::{self, Body};
+use crate::route::{self, Route};
+use crate::stamps;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// What the headers callback answers (the ABI's FilterHeadersStatus).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadersStatus {
+    Continue = 0,
+    /// Hold the headers (allow_on_headers_stop_iteration), or a local reply
+    /// was sent.
+    StopIteration = 1,
+}
+
+/// What the body callback answers (the ABI's FilterDataStatus).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataStatus {
+    Continue = 0,
+    /// Envoy keeps the chunk and applies flow control past its buffer
+    /// limit, instead of answering 413 as it does for StopIterationAndBuffer.
+    StopAndWatermark = 2,
+    /// A local reply was sent: nothing more to keep.
+    StopNoBuffer = 3,
+}
+
+/// A configured plugin (one root context): its config and metric ids.
+pub struct Plugin {
+    pub config: Config,
+    pub metrics: Metrics,
+}
+
+/// A request routed to a body source, waiting for its body. It keeps only
+/// what the stamps need: the header-derived keys were resolved at the
+/// headers, and nothing else of the headers is held.
+struct Waiting {
+    plugin: Rc<Plugin>,
+    source: usize,
+    tenant: String,
+    /// The values of the source's key headers (see `resolve::header_keys`).
+    header_keys: Vec<Option<Vec<u8>>>,
+    spoofed: usize,
+    body: Vec<u8>,
+    /// When the body must be in, in wall-clock milliseconds.
+    deadline_ms: u64,
+    /// What this request counts against the budget now: its own size and
+    /// its body's capacity.
+    charged: usize,
+}
+
+impl Waiting {
+    /// The bytes held for this request besides the body's buffer.
+    fn overhead(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.tenant.len()
+            + self
+                .header_keys
+                .iter()
+                .map(|k| std::mem::size_of::<Option<Vec<u8>>>() + k.as_ref().map_or(0, Vec::len))
+                .sum::<usize>()
+    }
+}
+
+/// Everything one Wasm VM (one Envoy worker) keeps: its plugins, which
+/// plugin each request belongs to, the requests waiting for a body, and
+/// the bytes those hold.
+#[derive(Default)]
+pub struct Vm {
+    plugins: HashMap<u32, Option<Rc<Plugin>>>,
+    /// Request context → its plugin's root context.
+    requests: HashMap<u32, u32>,
+    waiting: HashMap<u32, Waiting>,
+    held: usize,
+}
+
+impl Vm {
+    /// The bytes held now by requests waiting for their body.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// How many requests wait for their body.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// proxy_on_context_create: a root context (parent 0) or a request.
+    pub fn on_context_create(&mut self, context: u32, parent: u32) {
+        if parent == 0 {
+            self.plugins.insert(context, None);
+        } else {
+            self.requests.insert(context, parent);
+        }
+    }
+
+    /// proxy_on_configure: checks the configuration; false (Envoy refuses
+    /// the filter) with every error logged, each naming its source and sink.
+    pub fn on_configure(&mut self, host: &mut impl Host, root: u32) -> bool {
+        let raw = match host.plugin_config() {
+            Ok(raw) if !raw.is_empty() => raw,
+            Ok(_) => return refuse(host, &["config: the plugin configuration is empty".into()]),
+            Err(e) => return refuse(host, &[format!("config: cannot read it: {e}")]),
+        };
+        let Ok(text) = std::str::from_utf8(&raw) else {
+            return refuse(
+                host,
+                &["config: the plugin configuration is not UTF-8".into()],
+            );
+        };
+        let loaded = match config::load(text) {
+            Ok(l) => l,
+            Err(errs) => return refuse(host, &errs),
+        };
+        for w in &loaded.warnings {
+            host.log(Level::Warn, w);
+        }
+        let config = loaded.config;
+        if config.sources.iter().any(|s| s.needs_body()) {
+            // Deadlines are checked on the tick too: a stalled body sends
+            // no chunk that could notice it.
+            let period = (config.max_hold_ms / 4).clamp(50, 1000);
+            if let Err(e) = host.set_tick_period_ms(u32::try_from(period).unwrap_or(1000)) {
+                return refuse(host, &[format!("config: cannot set the tick period: {e}")]);
+            }
+        }
+        let metrics = Metrics::define(host, &config);
+        host.log(Level::Info, &format!("hookstamp {}", config.summary()));
+        self.plugins
+            .insert(root, Some(Rc::new(Plugin { config, metrics })));
+        true
+    }
+
+    fn plugin_of(&self, context: u32) -> Option<Rc<Plugin>> {
+        let root = self.requests.get(&context)?;
+        self.plugins.get(root)?.clone()
+    }
+
+    /// proxy_on_request_headers.
+    pub fn on_request_headers(
+        &mut self,
+        host: &mut impl Host,
+        context: u32,
+        end_of_stream: bool,
+    ) -> HeadersStatus {
+        let Some(plugin) = self.plugin_of(context) else {
+            // Never forward unstamped what an unconfigured filter let by.
+            return answer_internal(host, None, "a request on an unconfigured filter");
+        };
+        match self.headers(host, context, &plugin, end_of_stream) {
+            Ok(status) => status,
+            Err(e) => answer_internal(host, Some(&plugin), &e.to_string()),
+        }
+    }
+
+    fn headers(
+        &mut self,
+        host: &mut impl Host,
+        context: u32,
+        plugin: &Rc<Plugin>,
+        end_of_stream: bool,
+    ) -> Result<HeadersStatus, Failure> {
+        let raw = host.request_headers()?;
+        let mut headers = pairs::parse(&raw).ok_or(Failure::Headers)?;
+        // Strip first, on every request: a client never chooses its stamps.
+        let spoofed = strip(host, &mut headers, Strip::Headers)?;
+        let cfg = &plugin.config;
+        let m = &plugin.metrics;
+        let method = text(&headers, ":method");
+        let path = text(&headers, ":path");
+        let (source, tenant) = match route::route(cfg, method, path) {
+            Route::Pass => {
+                bump(host, m.spoofed_unrouted, spoofed);
+                return Ok(HeadersStatus::Continue);
+            }
+            Route::Reject => {
+                bump(host, m.spoofed_unrouted, spoofed);
+                bump(host, m.rejected, 1);
+                return Ok(send(host, &reply::UNKNOWN_SOURCE));
+            }
+            Route::MethodNotAllowed => {
+                bump(host, m.spoofed_unrouted, spoofed);
+                bump(host, m.method_not_allowed, 1);
+                return Ok(send(host, &reply::METHOD_NOT_ALLOWED));
+            }
+            Route::Source { source, tenant } => (source, tenant),
+        };
+        let src = cfg.sources.get(source).ok_or(Failure::NoSource)?;
+        let keys = resolve::header_keys(src, &headers);
+        if !src.needs_body() || end_of_stream {
+            let body = Body::Bytes(&[]);
+            stamp(host, plugin, source, tenant, &keys, spoofed, body)?;
+            return Ok(HeadersStatus::Continue);
+        }
+        let declared = text(&headers, "content-length").parse::<usize>().ok();
+        if declared.is_some_and(|n| n > cfg.max_json_bytes) {
+            // Never wait for a body that will not be decoded.
+            stamp(host, plugin, source, tenant, &keys, spoofed, Body::TooLarge)?;
+            return Ok(HeadersStatus::Continue);
+        }
+        let mut w = Waiting {
+            plugin: plugin.clone(),
+            source,
+            tenant: tenant.to_owned(),
+            header_keys: keys.iter().map(|k| k.map(<[u8]>::to_vec)).collect(),
+            spoofed,
+            body: Vec::new(),
+            deadline_ms: host.now_ms().saturating_add(cfg.max_hold_ms),
+            charged: 0,
+        };
+        // A declared length is reserved at once: the body never regrows.
+        let reserve = declared.unwrap_or(0);
+        let charge = w.overhead() + reserve;
+        if self.held.saturating_add(charge) > cfg.max_held_bytes {
+            return Ok(self.busy(host, &w));
+        }
+        w.body.reserve_exact(reserve);
+        self.hold(context, w);
+        Ok(HeadersStatus::StopIteration)
+    }
+
+    /// proxy_on_request_body: copies the new chunk of a waiting request;
+    /// stamps it at the end of the body, or answers it.
+    pub fn on_request_body(
+        &mut self,
+        host: &mut impl Host,
+        context: u32,
+        size: usize,
+        end_of_stream: bool,
+    ) -> DataStatus {
+        let Some(mut w) = self.release(context) else {
+            // Not waiting for a body: stamped at the headers, or not routed.
+            return DataStatus::Continue;
+        };
+        let cfg = &w.plugin.config;
+        if host.now_ms() > w.deadline_ms {
+            return data(self.timeout(host, &w));
+        }
+        if w.body.len().saturating_add(size) > cfg.max_json_bytes {
+            return data(finish(host, &w, Body::TooLarge));
+        }
+        if !self.grow(&mut w, size) {
+            return data(self.busy(host, &w));
+        }
+        match host.request_body(size) {
+            Ok(chunk) => w.body.extend_from_slice(&chunk),
+            Err(e) => return data(answer_internal(host, Some(&w.plugin), &e.to_string())),
+        }
+        if end_of_stream {
+            return data(finish(host, &w, Body::Bytes(&w.body)));
+        }
+        self.hold(context, w);
+        DataStatus::StopAndWatermark
+    }
+
+    /// proxy_on_request_trailers: strips stamp names from the trailers of
+    /// every request; a waiting body ends here.
+    pub fn on_request_trailers(&mut self, host: &mut impl Host, context: u32) -> HeadersStatus {
+        let plugin = self.plugin_of(context);
+        let w = self.release(context);
+        let stripped = host
+            .request_trailers()
+            .map_err(Failure::Host)
+            .and_then(|raw| {
+                let mut trailers = pairs::parse(&raw).ok_or(Failure::Headers)?;
+                strip(host, &mut trailers, Strip::Trailers)
+            });
+        match stripped {
+            Ok(n) => {
+                if let Some(p) = &plugin {
+                    bump(host, p.metrics.spoofed_trailers, n);
+                }
+            }
+            Err(e) => return answer_internal(host, plugin.as_deref(), &e.to_string()),
+        }
+        match w {
+            None => HeadersStatus::Continue,
+            Some(w) if host.now_ms() > w.deadline_ms => self.timeout(host, &w),
+            Some(w) => finish(host, &w, Body::Bytes(&w.body)),
+        }
+    }
+
+    /// proxy_on_tick of a root context: answers 408 to each of its requests
+    /// whose body is late, and gives their bytes back.
+    pub fn on_tick(&mut self, host: &mut impl Host, root: u32) {
+        let now = host.now_ms();
+        let late: Vec<u32> = self
+            .waiting
+            .iter()
+            .filter(|(c, w)| w.deadline_ms < now && self.requests.get(c) == Some(&root))
+            .map(|(c, _)| *c)
+            .collect();
+        for context in late {
+            let Some(w) = self.release(context) else {
+                continue;
+            };
+            if let Err(e) = host.set_effective_context(context) {
+                host.log(Level::Warn, &format!("a late body's request is gone: {e}"));
+                continue;
+            }
+            self.timeout(host, &w);
+        }
+        let _ = host.set_effective_context(root);
+    }
+
+    /// proxy_on_delete: the request is over (done or reset); whatever it
+    /// held is given back.
+    pub fn on_delete(&mut self, context: u32) {
+        self.release(context);
+        self.requests.remove(&context);
+        self.plugins.remove(&context);
+    }
+
+    /// Puts a request (back) among the waiting, its bytes counted.
+    fn hold(&mut self, context: u32, mut w: Waiting) {
+        w.charged = w.overhead() + w.body.capacity();
+        self.held = self.held.saturating_add(w.charged);
+        self.waiting.insert(context, w);
+    }
+
+    /// Takes a waiting request out, its bytes given back to the budget.
+    fn release(&mut self, context: u32) -> Option<Waiting> {
+        let w = self.waiting.remove(&context)?;
+        self.held = self.held.saturating_sub(w.charged);
+        Some(w)
+    }
+
+    /// Makes room for `size` more body bytes, counting the peak of a
+    /// regrowth (old buffer, new buffer and the chunk at once); false when
+    /// that would pass the plugin's budget. `w` is released: its charge is
+    /// not in `held`, but its buffer is still allocated.
+    fn grow(&mut self, w: &mut Waiting, size: usize) -> bool {
+        let cfg = &w.plugin.config;
+        let (len, cap) = (w.body.len(), w.body.capacity());
+        let need = len.saturating_add(size);
+        let new_cap = if need <= cap {
+            cap
+        } else {
+            // Doubling, so that many small chunks do not copy the body each.
+            cap.saturating_mul(2).min(cfg.max_json_bytes).max(need)
+        };
+        let fresh = if new_cap > cap { new_cap } else { 0 };
+        let peak = self
+            .held
+            .saturating_add(w.charged)
+            .saturating_add(fresh)
+            .saturating_add(size);
+        if peak > cfg.max_held_bytes {
+            return false;
+        }
+        w.body.reserve_exact(new_cap - len);
+        true
+    }
+
+    fn busy(&mut self, host: &mut impl Host, w: &Waiting) -> HeadersStatus {
+        let m = w.plugin.metrics.source(w.source).map(|m| m.busy);
+        bump(host, m.flatten(), 1);
+        send(host, &reply::BUSY)
+    }
+
+    fn timeout(&mut self, host: &mut impl Host, w: &Waiting) -> HeadersStatus {
+        let m = w.plugin.metrics.source(w.source).map(|m| m.hold_timeout);
+        bump(host, m.flatten(), 1);
+        send(host, &reply::HOLD_TIMEOUT)
+    }
+}
+
+/// Why a request could not be handled; answered 500.
+#[derive(Debug)]
+enum Failure {
+    Host(HostError),
+    Headers,
+    NoSource,
+}
+
+impl From<HostError> for Failure {
+    fn from(e: HostError) -> Self {
+        Failure::Host(e)
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Host(e) => write!(f, "{e}"),
+            Failure::Headers => write!(f, "the header map from the host is malformed"),
+            Failure::NoSource => write!(f, "routed to a missing source"),
+        }
+    }
+}
+
+fn refuse(host: &mut impl Host, errs: &[String]) -> bool {
+    for e in errs {
+        host.log(Level::Error, e);
+    }
+    host.log(
+        Level::Error,
+        &format!("rejected the configuration ({} error(s))", errs.len()),
+    );
+    false
+}
+
+/// Sends a local reply; the request goes no further.
+fn send(host: &mut impl Host, r: &Reply) -> HeadersStatus {
+    if let Err(e) = host.send_reply(r) {
+        host.log(Level::Error, &format!("cannot send a local reply: {e}"));
+    }
+    HeadersStatus::StopIteration
+}
+
+fn answer_internal(host: &mut impl Host, plugin: Option<&Plugin>, what: &str) -> HeadersStatus {
+    host.log(Level::Error, what);
+    if let Some(p) = plugin {
+        bump(host, p.metrics.internal_errors, 1);
+    }
+    send(host, &reply::INTERNAL)
+}
+
+/// The body callback's answer for what the headers callback would answer.
+fn data(s: HeadersStatus) -> DataStatus {
+    match s {
+        HeadersStatus::Continue => DataStatus::Continue,
+        HeadersStatus::StopIteration => DataStatus::StopNoBuffer,
+    }
+}
+
+fn text<'h>(headers: &[(&str, &'h [u8])], name: &str) -> &'h str {
+    headers
+        .iter()
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .unwrap_or("")
+}
+
+#[derive(Clone, Copy)]
+enum Strip {
+    Headers,
+    Trailers,
+}
+
+/// Removes every stamp-namespace name from the map (each name once: one
+/// removal takes every value of it) and from `map`; returns how many values
+/// the client had sent.
+fn strip(
+    host: &mut impl Host,
+    map: &mut Vec<(&str, &[u8])>,
+    what: Strip,
+) -> Result<usize, Failure> {
+    let before = map.len();
+    let mut removed: Vec<&str> = Vec::new();
+    for (n, _) in map.iter() {
+        if stamps::is_stamp_header(n) && !removed.contains(n) {
+            match what {
+                Strip::Headers => host.remove_request_header(n)?,
+                Strip::Trailers => host.remove_request_trailer(n)?,
+            }
+            removed.push(n);
+        }
+    }
+    if !removed.is_empty() {
+        map.retain(|(n, _)| !stamps::is_stamp_header(n));
+    }
+    Ok(before - map.len())
+}
+
+/// Stamps a routed request: the stamps added, the metrics counted.
+fn stamp(
+    host: &mut impl Host,
+    plugin: &Plugin,
+    source: usize,
+    tenant: &str,
+    keys: &[Option<&[u8]>],
+    spoofed: usize,
+    body: Body,
+) -> Result<(), Failure> {
+    let src = plugin.config.sources.get(source).ok_or(Failure::NoSource)?;
+    let stamped = resolve::stamp(src, tenant, keys, body);
+    for (name, value) in &stamped.headers {
+        host.add_request_header(name, value)?;
+    }
+    plugin.metrics.stamped(host, source, spoofed, &stamped);
+    Ok(())
+}
+
+/// Stamps a request that waited for its body and lets it go on.
+fn finish(host: &mut impl Host, w: &Waiting, body: Body) -> HeadersStatus {
+    let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
+    match stamp(host, &w.plugin, w.source, &w.tenant, &keys, w.spoofed, body) {
+        Ok(()) => HeadersStatus::Continue,
+        Err(e) => answer_internal(host, Some(&w.plugin), &e.to_string()),
+    }
+}

@@ -1,0 +1,111 @@
+//! The filter's metrics. Labels ride in the name as `.source=<id>;` and
+//! `.sink=<n>;`, which the bootstrap's stats_tags turn into Prometheus
+//! labels; a key is never part of a name.
+
+use crate::config::Config;
+use crate::host::{Host, Level, MetricKind};
+use crate::resolve::Stamped;
+
+/// A metric id; `None` when the host refused to define it (logged once,
+/// then the metric is simply not counted).
+pub type Id = Option<u32>;
+
+pub struct Metrics {
+    pub rejected: Id,
+    pub method_not_allowed: Id,
+    pub spoofed_unrouted: Id,
+    pub spoofed_trailers: Id,
+    pub internal_errors: Id,
+    pub sources: Vec<SourceMetrics>,
+}
+
+pub struct SourceMetrics {
+    pub stamped: Id,
+    pub dedupe_key_missing: Id,
+    pub body_over_limit: Id,
+    pub spoofed: Id,
+    /// 503: the held-bytes budget was full.
+    pub busy: Id,
+    /// 408: the body did not arrive within max_hold_ms.
+    pub hold_timeout: Id,
+    /// (sink index, counter) for each keyed lane.
+    pub lane_key_missing: Vec<(u16, Id)>,
+}
+
+fn define(host: &mut impl Host, kind: MetricKind, name: &str) -> Id {
+    match host.define_metric(kind, name) {
+        Ok(id) => Some(id),
+        Err(e) => {
+            host.log(Level::Warn, &format!("cannot define metric {name}: {e}"));
+            None
+        }
+    }
+}
+
+/// Adds `by` to a counter; no host call for nothing, and a failed
+/// increment is not worth failing a request over.
+pub fn bump(host: &mut impl Host, id: Id, by: usize) {
+    if let Some(id) = id.filter(|_| by > 0) {
+        let _ = host.increment_metric(id, i64::try_from(by).unwrap_or(i64::MAX));
+    }
+}
+
+impl Metrics {
+    pub fn define(host: &mut impl Host, cfg: &Config) -> Self {
+        let counter = |host: &mut _, name: &str| define(host, MetricKind::Counter, name);
+        let mut sources = Vec::with_capacity(cfg.sources.len());
+        for s in &cfg.sources {
+            let tag = format!(".source={};", s.id);
+            let named = |host: &mut _, what: &str| counter(host, &format!("hookstamp_{what}{tag}"));
+            let mut m = SourceMetrics {
+                stamped: named(host, "requests_stamped_total"),
+                dedupe_key_missing: named(host, "dedupe_key_missing_total"),
+                body_over_limit: named(host, "body_over_limit_total"),
+                spoofed: named(host, "spoofed_headers_stripped_total"),
+                busy: named(host, "busy_total"),
+                hold_timeout: named(host, "body_timeout_total"),
+                lane_key_missing: Vec::new(),
+            };
+            for l in s.lanes.iter().filter(|l| l.key.is_some()) {
+                let name = format!("hookstamp_lane_key_missing_total{tag}.sink={};", l.sink);
+                m.lane_key_missing.push((l.sink, counter(host, &name)));
+            }
+            sources.push(m);
+        }
+        if let Some(g) = define(host, MetricKind::Gauge, "hookstamp_sources_without_dedupe") {
+            let _ = host.record_metric(g, cfg.undeduped().count() as u64);
+        }
+        Metrics {
+            rejected: counter(host, "hookstamp_requests_rejected_total"),
+            method_not_allowed: counter(host, "hookstamp_method_not_allowed_total"),
+            spoofed_unrouted: counter(host, "hookstamp_spoofed_headers_stripped_unrouted_total"),
+            spoofed_trailers: counter(host, "hookstamp_spoofed_trailers_stripped_total"),
+            internal_errors: counter(host, "hookstamp_internal_errors_total"),
+            sources,
+        }
+    }
+
+    /// Counts a stamped request of source `source`.
+    pub fn stamped(&self, host: &mut impl Host, source: usize, spoofed: usize, s: &Stamped) {
+        let Some(m) = self.sources.get(source) else {
+            return;
+        };
+        bump(host, m.stamped, 1);
+        bump(host, m.spoofed, spoofed);
+        bump(
+            host,
+            m.dedupe_key_missing,
+            usize::from(s.dedupe_key_missing),
+        );
+        bump(host, m.body_over_limit, usize::from(s.body_too_large));
+        for sink in &s.lane_keys_missing {
+            if let Some((_, id)) = m.lane_key_missing.iter().find(|(k, _)| k == sink) {
+                bump(host, *id, 1);
+            }
+        }
+    }
+
+    pub fn source(&self, source: usize) -> Option<&SourceMetrics> {
+        self.sources.get(source)
+    }
+}

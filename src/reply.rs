@@ -1,0 +1,45 @@
+//! The filter's own answers: a request it answers goes no further.
+
+/// A local reply: status, JSON body and the headers beside content-type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u32,
+    pub body: &'static str,
+    pub headers: &'static [(&'static str, &'static str)],
+}
+
+/// Under the prefix, naming no configured source (or not canonically).
+pub const UNKNOWN_SOURCE: Reply = Reply {
+    status: 404,
+    body: r#"{"error":"unknown_source"}"#,
+    headers: &[],
+};
+
+/// Under the prefix with a method other than POST, GET or HEAD.
+pub const METHOD_NOT_ALLOWED: Reply = Reply {
+    status: 405,
+    body: r#"{"error":"method_not_allowed"}"#,
+    headers: &[("allow", "POST")],
+};
+
+/// The worker's held-bytes budget is full: the provider retries later.
+pub const BUSY: Reply = Reply {
+    status: 503,
+    body: r#"{"error":"busy"}"#,
+    headers: &[("retry-after", "1")],
+};
+
+/// The body did not arrive within max_hold_ms of the headers.
+pub const HOLD_TIMEOUT: Reply = Reply {
+    status: 408,
+    body: r#"{"error":"body_timeout"}"#,
+    headers: &[("connection", "close")],
+};
+
+/// The filter could not do its work (a host call failed, no config): never
+/// forwarded unstamped.
+pub const INTERNAL: Reply = Reply {
+    status: 500,
+    body: r#"{"error":"hookstamp_internal"}"#,
+    headers: &[],
+};

@@ -1,0 +1,599 @@
+//! The request lifecycle on the host emulator: every path a request can
+//! take through the filter, driven callback by callback as Envoy drives
+//! them, including failing host calls, stalled bodies and a full budget.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use hookstamp::host::Level;
+use hookstamp::lifecycle::{DataStatus, HeadersStatus, Vm};
+use hookstamp::mock::MockHost;
+use hookstamp::reply;
+
+const ROOT: u32 = 1;
+
+const CONFIG: &str = r#"{
+  "max_json_bytes": 1000, "max_held_bytes": 6000, "max_hold_ms": 2000,
+  "sources": [
+    {"id": "stripe", "dedupe": "stripe",
+     "sinks": [{"type": "sqs", "ordered": true, "ordering_key": {"json": "data.object.customer"}},
+               {"type": "sqs", "ordered": true, "ordering_key": {"header": "x-entity-id"}}]},
+    {"id": "github", "dedupe": "github"}
+  ]}"#;
+
+const EVENT: &[u8] = br#"{"id":"evt_1","data":{"object":{"customer":"cus_9"}}}"#;
+
+/// A VM with one configured plugin, and its host.
+fn vm(config: &str) -> (Vm, MockHost) {
+    let mut host = MockHost {
+        config: config.as_bytes().to_vec(),
+        now_ms: 1_000_000,
+        ..MockHost::default()
+    };
+    let mut vm = Vm::default();
+    vm.on_context_create(ROOT, 0);
+    assert!(vm.on_configure(&mut host, ROOT), "{:?}", host.log);
+    (vm, host)
+}
+
+/// Starts request `ctx`: its headers become the host's current request.
+fn start(
+    vm: &mut Vm,
+    host: &mut MockHost,
+    ctx: u32,
+    headers: &[(&str, &str)],
+    eos: bool,
+) -> HeadersStatus {
+    vm.on_context_create(ctx, ROOT);
+    host.context = ctx;
+    host.headers = headers
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+        .collect();
+    vm.on_request_headers(host, ctx, eos)
+}
+
+fn post<'a>(path: &'a str, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut h = vec![(":method", "POST"), (":path", path), (":authority", "x")];
+    h.extend_from_slice(extra);
+    h
+}
+
+fn chunk(vm: &mut Vm, host: &mut MockHost, ctx: u32, bytes: &[u8], eos: bool) -> DataStatus {
+    host.chunk = bytes.to_vec();
+    vm.on_request_body(host, ctx, bytes.len(), eos)
+}
+
+fn stamp(host: &MockHost, name: &str) -> Option<String> {
+    host.stamps()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v)
+}
+
+fn replied(host: &MockHost) -> Vec<u32> {
+    host.replies.iter().map(|(_, r)| r.status).collect()
+}
+
+#[test]
+fn header_source_is_stamped_at_the_headers_and_spoofs_are_stripped() {
+    let (mut vm, mut host) = vm(CONFIG);
+    let h = post(
+        "/webhooks/github",
+        &[
+            ("x-github-delivery", "d-1"),
+            ("x-hookstamp-dedupe-key", "evil"),
+            ("x_hookstamp_dedupe_key", "evil"),
+            ("X_HookStamp-Source", "evil"),
+        ],
+    );
+    assert_eq!(
+        start(&mut vm, &mut host, 2, &h, true),
+        HeadersStatus::Continue
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+        Some("d-1")
+    );
+    assert_eq!(
+        host.header("x-hookstamp-source"),
+        vec![b"github".as_slice()]
+    );
+    assert!(host.header("x_hookstamp_dedupe_key").is_empty());
+    assert_eq!(
+        host.metric("hookstamp_spoofed_headers_stripped_total.source=github;"),
+        3
+    );
+    assert_eq!(
+        host.metric("hookstamp_requests_stamped_total.source=github;"),
+        1
+    );
+    assert_eq!(vm.waiting(), 0);
+}
+
+#[test]
+fn body_source_waits_for_its_body_in_chunks() {
+    for split in [1, 7, EVENT.len()] {
+        let (mut vm, mut host) = vm(CONFIG);
+        let h = post("/webhooks/stripe", &[("x-entity-id", "e-7")]);
+        assert_eq!(
+            start(&mut vm, &mut host, 2, &h, false),
+            HeadersStatus::StopIteration
+        );
+        // The headers are resolved now: nothing else of them is needed.
+        host.headers.retain(|(n, _)| n != "x-entity-id");
+        let parts: Vec<&[u8]> = EVENT.chunks(split).collect();
+        for (i, p) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len();
+            let want = if last {
+                DataStatus::Continue
+            } else {
+                DataStatus::StopAndWatermark
+            };
+            assert_eq!(chunk(&mut vm, &mut host, 2, p, last), want, "split {split}");
+        }
+        assert_eq!(
+            stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+            Some("evt_1")
+        );
+        assert_eq!(
+            stamp(&host, "x-hookstamp-lane-0-key").as_deref(),
+            Some("cus_9")
+        );
+        assert_eq!(
+            stamp(&host, "x-hookstamp-lane-1-key").as_deref(),
+            Some("e-7")
+        );
+        assert_eq!((vm.waiting(), vm.held()), (0, 0));
+        assert!(host.replies.is_empty());
+    }
+}
+
+#[test]
+fn trailers_end_a_body_and_lose_their_stamp_names() {
+    let (mut vm, mut host) = vm(CONFIG);
+    start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, EVENT, false),
+        DataStatus::StopAndWatermark
+    );
+    host.trailers = vec![
+        ("x-hookstamp-dedupe-key".into(), b"evil".to_vec()),
+        ("X_HOOKSTAMP_LANE_0".into(), b"evil".to_vec()),
+        ("x-checksum".into(), b"ok".to_vec()),
+    ];
+    assert_eq!(
+        vm.on_request_trailers(&mut host, 2),
+        HeadersStatus::Continue
+    );
+    assert_eq!(host.trailers.len(), 1);
+    assert_eq!(
+        stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+        Some("evt_1")
+    );
+    assert_eq!(host.metric("hookstamp_spoofed_trailers_stripped_total"), 2);
+}
+
+#[test]
+fn trailers_of_passed_requests_are_stripped_too() {
+    let (mut vm, mut host) = vm(CONFIG);
+    let h = [(":method", "POST"), (":path", "/health")];
+    assert_eq!(
+        start(&mut vm, &mut host, 2, &h, false),
+        HeadersStatus::Continue
+    );
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, b"x", false),
+        DataStatus::Continue
+    );
+    host.trailers = vec![("x-hookstamp-source".into(), b"evil".to_vec())];
+    assert_eq!(
+        vm.on_request_trailers(&mut host, 2),
+        HeadersStatus::Continue
+    );
+    assert!(host.trailers.is_empty());
+}
+
+#[test]
+fn routes_answered_by_the_filter() {
+    let cases: &[(&str, &str, Option<u32>)] = &[
+        ("POST", "/webhooks/paypal", Some(404)),
+        ("POST", "/%77ebhooks/stripe", Some(404)),
+        ("POST", "/WEBHOOKS/stripe", Some(404)),
+        ("POST", "/webhooks;a=b/stripe", Some(404)),
+        ("post", "/webhooks/stripe", Some(405)),
+        ("PUT", "/webhooks/stripe", Some(405)),
+        ("DELETE", "/x/../webhooks/stripe", Some(405)),
+        ("GET", "/webhooks/stripe", None),
+        ("HEAD", "/webhooks/stripe", None),
+        ("PUT", "/health", None),
+    ];
+    for (method, path, want) in cases {
+        let (mut vm, mut host) = vm(CONFIG);
+        let h = [(":method", *method), (":path", *path)];
+        let got = start(&mut vm, &mut host, 2, &h, true);
+        let status = host.replies.first().map(|(_, r)| r.status);
+        assert_eq!(status, *want, "{method} {path}");
+        let want_action = if want.is_some() {
+            HeadersStatus::StopIteration
+        } else {
+            HeadersStatus::Continue
+        };
+        assert_eq!(got, want_action, "{method} {path}");
+        assert!(host.stamps().is_empty());
+    }
+    let (mut vm, mut host) = vm(CONFIG);
+    start(
+        &mut vm,
+        &mut host,
+        2,
+        &[(":method", "PATCH"), (":path", "/webhooks/x")],
+        true,
+    );
+    assert_eq!(host.replies[0].1, reply::METHOD_NOT_ALLOWED);
+    assert_eq!(reply::METHOD_NOT_ALLOWED.headers, &[("allow", "POST")]);
+    assert_eq!(host.metric("hookstamp_method_not_allowed_total"), 1);
+}
+
+#[test]
+fn declared_body_over_the_limit_is_stamped_at_the_headers_without_json_keys() {
+    let (mut vm, mut host) = vm(CONFIG);
+    let h = post("/webhooks/stripe", &[("content-length", "1001")]);
+    assert_eq!(
+        start(&mut vm, &mut host, 2, &h, false),
+        HeadersStatus::Continue
+    );
+    assert_eq!(stamp(&host, "x-hookstamp-dedupe-key"), None);
+    assert_eq!(
+        host.metric("hookstamp_body_over_limit_total.source=stripe;"),
+        1
+    );
+    assert_eq!(vm.waiting(), 0);
+}
+
+#[test]
+fn chunked_body_crossing_the_limit_goes_on_whole_without_json_keys() {
+    let (mut vm, mut host) = vm(CONFIG);
+    start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &[b' '; 600], false),
+        DataStatus::StopAndWatermark
+    );
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &[b' '; 600], false),
+        DataStatus::Continue
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-source").as_deref(),
+        Some("stripe")
+    );
+    assert_eq!(stamp(&host, "x-hookstamp-dedupe-key"), None);
+    assert_eq!(
+        host.metric("hookstamp_body_over_limit_total.source=stripe;"),
+        1
+    );
+    assert_eq!((vm.waiting(), vm.held()), (0, 0));
+    // Later chunks of that request pass untouched.
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, b"x", true),
+        DataStatus::Continue
+    );
+}
+
+#[test]
+fn a_full_budget_answers_503_never_keyless() {
+    let (mut vm, mut host) = vm(CONFIG);
+    // Five declared 1000-byte bodies fill most of 6000 bytes with their
+    // overhead; the next cannot be held.
+    let h = post("/webhooks/stripe", &[("content-length", "1000")]);
+    let mut ctx = 2;
+    while start(&mut vm, &mut host, ctx, &h, false) == HeadersStatus::StopIteration
+        && host.replies.is_empty()
+    {
+        ctx += 1;
+    }
+    assert_eq!(replied(&host), vec![503]);
+    assert_eq!(host.replies[0].1, reply::BUSY);
+    assert!(reply::BUSY.headers.iter().any(|(n, _)| *n == "retry-after"));
+    assert!(
+        host.stamps().is_empty(),
+        "a busy request is never forwarded keyless"
+    );
+    assert_eq!(host.metric("hookstamp_busy_total.source=stripe;"), 1);
+    assert!(vm.held() <= 6000);
+    // A held request that ends gives its bytes back: the next one fits.
+    vm.on_delete(2);
+    host.replies.clear();
+    assert_eq!(
+        start(&mut vm, &mut host, 100, &h, false),
+        HeadersStatus::StopIteration
+    );
+    assert!(host.replies.is_empty());
+}
+
+#[test]
+fn growth_is_charged_with_its_peak() {
+    let (mut vm, mut host) = vm(r#"{"max_json_bytes": 1000, "max_held_bytes": 3000,
+        "sources": [{"id": "s", "dedupe": "stripe"}]}"#);
+    start(&mut vm, &mut host, 2, &post("/webhooks/s", &[]), false);
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &[b' '; 400], false),
+        DataStatus::StopAndWatermark
+    );
+    let after_one = vm.held();
+    // A second request holding 1400 bytes leaves too little for the first
+    // to regrow from 400 to 800 bytes while a 400-byte chunk is copied.
+    start(
+        &mut vm,
+        &mut host,
+        3,
+        &post("/webhooks/s", &[("content-length", "1000")]),
+        false,
+    );
+    start(
+        &mut vm,
+        &mut host,
+        4,
+        &post("/webhooks/s", &[("content-length", "400")]),
+        false,
+    );
+    assert!(host.replies.is_empty());
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &[b' '; 400], false),
+        DataStatus::StopNoBuffer
+    );
+    assert_eq!(replied(&host), vec![503]);
+    assert!(vm.held() < 3000 - after_one + 1000);
+}
+
+#[test]
+fn a_late_body_is_answered_408_on_the_tick_and_its_bytes_return() {
+    let (mut vm, mut host) = vm(CONFIG);
+    assert_eq!(host.tick_ms, Some(500));
+    start(
+        &mut vm,
+        &mut host,
+        2,
+        &post("/webhooks/stripe", &[("content-length", "900")]),
+        false,
+    );
+    chunk(&mut vm, &mut host, 2, b"{", false);
+    assert!(vm.held() > 900);
+    host.now_ms += 2000;
+    vm.on_tick(&mut host, ROOT);
+    assert!(host.replies.is_empty(), "not late until past max_hold_ms");
+    host.now_ms += 1;
+    host.context = ROOT;
+    vm.on_tick(&mut host, ROOT);
+    assert_eq!(host.replies, vec![(2, reply::HOLD_TIMEOUT)]);
+    assert_eq!(
+        host.context, ROOT,
+        "the root is current again after the tick"
+    );
+    assert_eq!((vm.waiting(), vm.held()), (0, 0));
+    assert_eq!(
+        host.metric("hookstamp_body_timeout_total.source=stripe;"),
+        1
+    );
+    // Anything Envoy still hands over for it passes: it was answered.
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, b"}", true),
+        DataStatus::Continue
+    );
+}
+
+#[test]
+fn a_chunk_after_the_deadline_is_answered_408() {
+    let (mut vm, mut host) = vm(CONFIG);
+    start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
+    host.now_ms += 2001;
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, EVENT, true),
+        DataStatus::StopNoBuffer
+    );
+    assert_eq!(replied(&host), vec![408]);
+    assert!(host.stamps().is_empty());
+}
+
+#[test]
+fn a_stalled_upload_flood_cannot_take_a_legitimate_hooks_keys() {
+    let (mut vm, mut host) = vm(CONFIG);
+    // The flood: uploads that declare a body and then stall, as large as
+    // allowed until the budget takes no more, then small ones.
+    let mut ctx = 10;
+    for size in ["1000", "10"] {
+        loop {
+            start(
+                &mut vm,
+                &mut host,
+                ctx,
+                &post("/webhooks/stripe", &[("content-length", size)]),
+                false,
+            );
+            ctx += 1;
+            if !host.replies.is_empty() {
+                host.replies.clear();
+                break;
+            }
+            chunk(&mut vm, &mut host, ctx - 1, b" ", false);
+        }
+    }
+    // The legitimate hook is answered 503 (the provider retries), never
+    // forwarded without keys.
+    host.replies.clear();
+    host.headers.clear();
+    start(
+        &mut vm,
+        &mut host,
+        1000,
+        &post(
+            "/webhooks/stripe",
+            &[("content-length", &EVENT.len().to_string())],
+        ),
+        false,
+    );
+    if host.replies.is_empty() {
+        assert_eq!(
+            chunk(&mut vm, &mut host, 1000, EVENT, true),
+            DataStatus::StopNoBuffer
+        );
+    }
+    assert_eq!(replied(&host), vec![503]);
+    assert!(host.stamps().is_empty());
+    // Past max_hold_ms the flood is answered 408 and its bytes return; the
+    // provider's retry is stamped.
+    host.now_ms += 2001;
+    vm.on_tick(&mut host, ROOT);
+    assert_eq!(vm.held(), 0);
+    assert!(host.replies.iter().filter(|(_, r)| r.status == 408).count() >= 5);
+    host.replies.clear();
+    start(
+        &mut vm,
+        &mut host,
+        1001,
+        &post("/webhooks/stripe", &[]),
+        false,
+    );
+    assert_eq!(
+        chunk(&mut vm, &mut host, 1001, EVENT, true),
+        DataStatus::Continue
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+        Some("evt_1")
+    );
+}
+
+#[test]
+fn a_reset_mid_body_gives_everything_back() {
+    let (mut vm, mut host) = vm(CONFIG);
+    start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
+    chunk(&mut vm, &mut host, 2, &EVENT[..10], false);
+    assert!(vm.held() > 0);
+    vm.on_delete(2);
+    assert_eq!((vm.waiting(), vm.held()), (0, 0));
+}
+
+#[test]
+fn every_failing_host_call_is_a_500_never_a_panic_or_a_pass() {
+    for call in [
+        "proxy_get_header_map_pairs",
+        "proxy_remove_header_map_value",
+        "proxy_add_header_map_value",
+        "proxy_get_buffer_bytes",
+    ] {
+        for (path, body) in [("/webhooks/github", false), ("/webhooks/stripe", true)] {
+            let (mut vm, mut host) = vm(CONFIG);
+            host.fail = Some(call);
+            let h = post(
+                path,
+                &[("x-github-delivery", "d"), ("x-hookstamp-source", "evil")],
+            );
+            let status = start(&mut vm, &mut host, 2, &h, !body);
+            if body && status == HeadersStatus::StopIteration && host.replies.is_empty() {
+                chunk(&mut vm, &mut host, 2, EVENT, true);
+            }
+            let stamped = host
+                .stamps()
+                .iter()
+                .any(|(n, v)| n == "x-hookstamp-source" && v != "evil");
+            assert!(
+                replied(&host) == vec![500]
+                    || (stamped && call == "proxy_get_buffer_bytes" && !body),
+                "{call} {path}: {:?}",
+                host.replies
+            );
+            if !replied(&host).is_empty() {
+                assert!(host
+                    .log
+                    .iter()
+                    .any(|(l, m)| *l == Level::Error && m.contains(call)));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_failing_local_reply_is_logged() {
+    let (mut vm, mut host) = vm(CONFIG);
+    host.fail = Some("proxy_send_local_response");
+    start(&mut vm, &mut host, 2, &post("/webhooks/nope", &[]), true);
+    assert!(host
+        .log
+        .iter()
+        .any(|(_, m)| m.contains("cannot send a local reply")));
+}
+
+#[test]
+fn an_unconfigured_filter_answers_500() {
+    let mut host = MockHost {
+        config: b"{".to_vec(),
+        ..MockHost::default()
+    };
+    let mut vm = Vm::default();
+    vm.on_context_create(ROOT, 0);
+    assert!(!vm.on_configure(&mut host, ROOT));
+    assert!(host
+        .log
+        .iter()
+        .any(|(_, m)| m.starts_with("config: not valid JSON")));
+    vm.on_context_create(2, ROOT);
+    host.headers = vec![
+        (":method".into(), b"GET".to_vec()),
+        (":path".into(), b"/".to_vec()),
+    ];
+    assert_eq!(
+        vm.on_request_headers(&mut host, 2, true),
+        HeadersStatus::StopIteration
+    );
+    assert_eq!(replied(&host), vec![500]);
+}
+
+#[test]
+fn a_refused_config_names_the_source_and_sink() {
+    let mut host = MockHost {
+        config:
+            br#"{"sources":[{"id":"s1","sinks":[{"type":"sqs","ordering_key":{"json":"a"}}]}]}"#
+                .to_vec(),
+        ..MockHost::default()
+    };
+    let mut vm = Vm::default();
+    vm.on_context_create(ROOT, 0);
+    assert!(!vm.on_configure(&mut host, ROOT));
+    assert!(host.log.iter().any(|(l, m)| *l == Level::Error
+        && m == "source 's1' sink 0 (sqs): ordering_key needs \"ordered\": true"));
+}
+
+#[test]
+fn two_plugins_in_one_vm_keep_their_own_configs() {
+    let (mut vm, mut host) = vm(CONFIG);
+    host.config = br#"{"prefix": "/other", "sources": [{"id": "github", "dedupe": {"header": "x-other-id"}}]}"#.to_vec();
+    vm.on_context_create(50, 0);
+    assert!(vm.on_configure(&mut host, 50));
+    vm.on_context_create(51, 50);
+    host.headers = post(
+        "/other/github",
+        &[("x-other-id", "o-1"), ("x-github-delivery", "d-1")],
+    )
+    .iter()
+    .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+    .collect();
+    assert_eq!(
+        vm.on_request_headers(&mut host, 51, true),
+        HeadersStatus::Continue
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+        Some("o-1")
+    );
+    host.headers.clear();
+    start(
+        &mut vm,
+        &mut host,
+        2,
+        &post("/webhooks/github", &[("x-github-delivery", "d-1")]),
+        true,
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+        Some("d-1")
+    );
+}
