@@ -597,3 +597,4 @@ fn two_plugins_in_one_vm_keep_their_own_configs() {
         Some("d-1")
     );
 }
+

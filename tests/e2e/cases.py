@@ -50,3 +50,14 @@ def harness(config, req):
             args += ["--body", str(Path(d) / "body")]
         out = subprocess.run(args, check=True, capture_output=True)
         return json.loads(out.stdout)
+
+
+def agrees(want, got):
+    """Whether an answer is what a case expects: `headers` lists every
+    stamp in contract order; `stamps` names only the stamps a case is about
+    (None: absent)."""
+    if "stamps" not in want:
+        return want == got
+    have = dict(got.get("headers", []))
+    return got["action"] == want["action"] and all(
+        have.get(n) == v for n, v in want["stamps"].items())

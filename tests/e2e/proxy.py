@@ -87,7 +87,9 @@ ROUTE_UPSTREAM = {"cluster": "upstream", "timeout": "30s"}
 def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None):
     """A listener with the filter (none when plugin_config is None) before
     the router; `direct` answers 200 from Envoy instead of the upstream.
-    A buffer_limit of None leaves Envoy's default (1 MiB)."""
+    A buffer_limit of None leaves Envoy's default (1 MiB). No path
+    normalisation and trailers forwarded: what is tested is the filter's
+    own defence."""
     filters = [] if plugin_config is None else [wasm_filter(plugin_config, wasm)]
     if direct:
         # Answer only once the whole request is in: a direct_response sent
@@ -111,6 +113,7 @@ def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None):
                 # Room for the hostile cases: a 60 KiB header, 1 000 headers.
                 "max_request_headers_kb": 96,
                 "common_http_protocol_options": {"max_headers_count": 2000},
+                "http_protocol_options": {"enable_trailers": True},
                 "route_config": {"virtual_hosts": [{
                     "name": "all", "domains": ["*"],
                     "routes": [dict({"match": {"prefix": "/"}}, **action)],
@@ -127,17 +130,25 @@ def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None):
 def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None):
     """One listener per plugin config: {name: (port, config or None)}, or
     (port, config, buffer limit) for a listener of its own buffer limit
-    (None: Envoy's default); `wasm` replaces the built hookstamp.wasm."""
+    (None: Envoy's default), or (port, config, buffer limit, module) for a
+    listener that loads another module; `wasm` replaces the built
+    hookstamp.wasm everywhere else."""
     biggest = max([v[1].get("max_json_bytes", 1048576) for v in configs.values() if isinstance(v[1], dict)] + [1048576])
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
         "stats_config": {"stats_tags": STATS_TAGS},
         "static_resources": {
-            "listeners": [listener(n, v[0], v[1], v[2] if len(v) > 2 else 2 * biggest + 65536, direct, wasm)
+            "listeners": [listener(n, v[0], v[1], v[2] if len(v) > 2 else 2 * biggest + 65536, direct,
+                                   v[3] if len(v) > 3 else wasm)
                           for n, v in configs.items()],
             "clusters": [{
                 "name": "upstream", "type": "STATIC", "connect_timeout": "1s",
                 "per_connection_buffer_limit_bytes": 2 * biggest + 65536,
+                # Trailers reach the HTTP/1 upstream: a stamp name among
+                # them would too, were the filter not to strip it.
+                "typed_extension_protocol_options": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                    "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                    "explicit_http_config": {"http_protocol_options": {"enable_trailers": True}}}},
                 "load_assignment": {"cluster_name": "upstream", "endpoints": [{"lb_endpoints": [{
                     "endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": upstream_port}}}}]}]},
             }],
@@ -232,7 +243,7 @@ def request(port, method, path, headers=(), body=None, chunks=None, test_id=None
             between()
             s.sendall(rest)
         import http.client
-        resp = http.client.HTTPResponse(s)
+        resp = http.client.HTTPResponse(s, method=method)
         resp.begin()
         data = resp.read()
         return resp.status, resp.getheaders(), data

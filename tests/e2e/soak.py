@@ -21,7 +21,8 @@ import proxy
 import upstream
 from cases import HARNESS, body_of, tables
 
-SPOOF = [("x-hookstamp-lane-0", "forged"), ("X-Hookstamp-Dedupe-Key", "forged")]
+SPOOF = [("x-hookstamp-lane-0", "forged"), ("X-Hookstamp-Dedupe-Key", "forged"),
+         ("x_hookstamp_source", "forged")]
 
 
 def templates():
@@ -161,7 +162,7 @@ def report(args, reqs, want, results, up, took, rss, envoy):
         rec = up.records.get(r["id"])
         if w["action"] == "reject":
             rejects += 1
-            ok = status == 404 and rec is None
+            ok = status == w["status"] and rec is None
         elif w["action"] == "pass":
             ok = status == 200 and rec is not None and rec["stamps"] == []
         else:
@@ -176,7 +177,7 @@ def report(args, reqs, want, results, up, took, rss, envoy):
           f"configurations, {took:.1f} s ({len(reqs) / took:.0f} req/s)")
     print(f"  sent to the upstream (stamped or passed): {forwarded}, received: {up.count}, "
           f"distinct: {len(up.records)}")
-    print(f"  rejected 404 by the filter: {rejects}; 5xx: {five}; unanswered: {unanswered}")
+    print(f"  answered by the filter (404, 405): {rejects}; 5xx: {five}; unanswered: {unanswered}")
     print(f"  stamps different from `hookstamp batch`: {len(mismatches)}")
     print(f"  Envoy RSS: {rss[0] / 1024:.1f} MiB after 10% of the run, {rss[-1] / 1024:.1f} MiB at the end")
     for m in mismatches[:5]:

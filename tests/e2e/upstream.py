@@ -37,29 +37,33 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def read_body(self):
+        """(body, trailer names): the body, chunked or not, and the names
+        of the trailers that came after a chunked one."""
         if "chunked" in self.headers.get("transfer-encoding", "").lower():
             out = bytearray()
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip(), 16)
                 if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return bytes(out)
+                    trailers = []
+                    while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
+                        trailers.append(line.split(b":")[0].decode("latin-1").lower())
+                    return bytes(out), trailers
                 out += self.rfile.read(size)
                 self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("content-length", 0) or 0))
+        return self.rfile.read(int(self.headers.get("content-length", 0) or 0)), []
 
     def handle_any(self):
-        body = self.read_body()
+        body, trailers = self.read_body()
         delay = self.headers.get("x-test-delay-ms")
         if delay:
             time.sleep(int(delay) / 1000)
-        stamps = [[k.lower(), v] for k, v in self.headers.items()
-                  if k.lower().startswith("x-hookstamp-")]
+        # Any spelling an application server could read as a stamp.
+        stamps = [[k.lower(), v] for k, v in self.headers.items() if is_stamp(k)]
         record = {
             "method": self.command,
             "path": self.path,
             "stamps": stamps,
+            "trailers": trailers,
             "body_bytes": len(body),
             "body_sha256": hashlib.sha256(body).hexdigest(),
         }
@@ -73,14 +77,20 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(reply)))
         self.end_headers()
-        self.wfile.write(reply)
+        if self.command != "HEAD":
+            self.wfile.write(reply)
 
-    do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = handle_any
+    do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = handle_any
+
+
+def is_stamp(name):
+    """A stamp name as gunicorn and others read it: `_` as `-`, any case."""
+    return name.lower().replace("_", "-").startswith("x-hookstamp-")
 
 
 def render(record):
     """The record as JSON, one stamp a line, for people reading curl output."""
-    head = {k: v for k, v in record.items() if k != "stamps"}
+    head = {k: v for k, v in record.items() if k not in ("stamps", "trailers")}
     rows = ",\n".join(f"  {json.dumps(s)}" for s in record["stamps"])
     return json.dumps(head)[:-1] + ',\n "stamps": [\n' + rows + "\n ]}\n"
 
