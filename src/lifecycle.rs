@@ -15,6 +15,7 @@ use crate::reply::{self, Reply};
 use crate::resolve::{self, Body};
 use crate::route::{self, Route};
 use crate::stamps;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -42,6 +43,8 @@ pub enum DataStatus {
 pub struct Plugin {
     pub config: Config,
     pub metrics: Metrics,
+    /// Whether the hint about allow_on_headers_stop_iteration was logged.
+    hinted: Cell<bool>,
 }
 
 /// A request routed to a body source, waiting for its body. It keeps only
@@ -57,6 +60,9 @@ struct Waiting {
     body: Vec<u8>,
     /// When the body must be in, in wall-clock milliseconds.
     deadline_ms: u64,
+    /// Whether a body callback has come for it: none at all by the
+    /// deadline is what Envoy does without allow_on_headers_stop_iteration.
+    seen_body: bool,
     /// What this request counts against the budget now: its own size and
     /// its body's capacity.
     charged: usize,
@@ -139,8 +145,14 @@ impl Vm {
         }
         let metrics = Metrics::define(host, &config);
         host.log(Level::Info, &format!("hookstamp {}", config.summary()));
-        self.plugins
-            .insert(root, Some(Rc::new(Plugin { config, metrics })));
+        self.plugins.insert(
+            root,
+            Some(Rc::new(Plugin {
+                config,
+                metrics,
+                hinted: Cell::new(false),
+            })),
+        );
         true
     }
 
@@ -219,6 +231,7 @@ impl Vm {
             spoofed,
             body: Vec::new(),
             deadline_ms: host.now_ms().saturating_add(cfg.max_hold_ms),
+            seen_body: false,
             charged: 0,
         };
         // A declared length is reserved at once: the body never regrows.
@@ -245,6 +258,7 @@ impl Vm {
             // Not waiting for a body: stamped at the headers, or not routed.
             return DataStatus::Continue;
         };
+        w.seen_body = true;
         let cfg = &w.plugin.config;
         if host.now_ms() > w.deadline_ms {
             return data(self.timeout(host, &w));
@@ -372,8 +386,14 @@ impl Vm {
     }
 
     fn timeout(&mut self, host: &mut impl Host, w: &Waiting) -> HeadersStatus {
-        let m = w.plugin.metrics.source(w.source).map(|m| m.hold_timeout);
-        bump(host, m.flatten(), 1);
+        let m = w.plugin.metrics.source(w.source);
+        bump(host, m.and_then(|m| m.hold_timeout), 1);
+        if !w.seen_body {
+            bump(host, m.and_then(|m| m.body_never_seen), 1);
+            if !w.plugin.hinted.replace(true) {
+                host.log(Level::Error, &never_seen(&w.plugin.config, w.source));
+            }
+        }
         send(host, &reply::HOLD_TIMEOUT)
     }
 }
@@ -400,6 +420,19 @@ impl std::fmt::Display for Failure {
             Failure::NoSource => write!(f, "routed to a missing source"),
         }
     }
+}
+
+/// Why a held request may never see its body: said once per plugin.
+fn never_seen(cfg: &Config, source: usize) -> String {
+    let id = cfg.sources.get(source).map_or("?", |s| s.id.as_str());
+    format!(
+        "source '{id}': a request held for its body got none within max_hold_ms ({} ms) and was \
+         answered 408; if every body-keyed request ends this way, the filter runs without \
+         allow_on_headers_stop_iteration: true (Envoy then never hands it the body; Istio's \
+         WasmPlugin cannot set it): use the EnvoyFilter form, or header-keyed sources only \
+         (hookstamp_body_never_seen_total counts these)",
+        cfg.max_hold_ms
+    )
 }
 
 fn refuse(host: &mut impl Host, errs: &[String]) -> bool {

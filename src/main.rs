@@ -1,50 +1,77 @@
 //! The native harness: runs the filter's exact logic without a proxy.
-//!
-//!     hookstamp check CONFIG.json
-//!     hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-]
-//!     hookstamp batch CONFIG.json < requests.jsonl
 
 use hookstamp::config::{self, Loaded};
 use hookstamp::resolve;
+use lexopt::prelude::*;
 use std::ffi::OsString;
-use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
+use std::io::{BufRead, Read, Write};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
-  hookstamp check CONFIG.json
+  hookstamp check CONFIG.json [--deployment envoy|wasmplugin]
   hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-]
   hookstamp batch CONFIG.json < requests.jsonl
+  hookstamp --version
 
-check  exits 0 with a one-line summary, or 1 with every config error, one a line.
+check  exits 0 with a one-line summary, or 1 with every config error, one a line
+       (on stderr). --deployment wasmplugin also refuses sources whose keys come
+       from the body: Istio's WasmPlugin cannot set allow_on_headers_stop_iteration.
 stamp  prints the filter's answer for one request as JSON:
        {\"action\":\"forward\",\"headers\":[[name,value],...]}, {\"action\":\"reject\",\"status\":404}
-       or {\"action\":\"pass\"}; exits 2 on a bad config.
+       (any status the filter answers) or {\"action\":\"pass\"}; exits 2 on a bad config.
 batch  the same for many requests: one JSON object a line in, one answer a line out;
        a request is {\"method\":\"POST\",\"path\":P,\"headers\":[[name,value],...],
        \"body\":text} (or \"body_hex\":hex instead of body).";
 
 fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let cmd = args.first().and_then(|a| a.to_str()).unwrap_or("");
-    let result = match cmd {
-        "check" => check(&args[1..]),
-        "stamp" => stamp(&args[1..]),
-        "batch" => batch(&args[1..]),
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            Ok(ExitCode::SUCCESS)
-        }
-        _ => Err(usage("a command: check, stamp or batch")),
-    };
-    result.unwrap_or_else(|e| {
-        eprintln!("{e}");
+    run().unwrap_or_else(|e| {
+        eprintln!("hookstamp: {e}");
         ExitCode::from(2)
     })
 }
 
+fn run() -> Result<ExitCode, String> {
+    let mut p = lexopt::Parser::from_env();
+    let cmd = match p.next().map_err(|e| e.to_string())? {
+        Some(Value(v)) => v.string().map_err(|e| e.to_string())?,
+        Some(Long("version")) => {
+            println!("hookstamp {}", env!("CARGO_PKG_VERSION"));
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Short('h') | Long("help")) => {
+            println!("{USAGE}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => return Err(usage("a command: check, stamp or batch")),
+    };
+    match cmd.as_str() {
+        "check" => check(&mut p),
+        "stamp" => stamp(&mut p),
+        "batch" => batch(&mut p),
+        "help" => {
+            println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        other => Err(usage(&format!(
+            "a command (check, stamp or batch), not {other:?}"
+        ))),
+    }
+}
+
 fn usage(what: &str) -> String {
-    format!("hookstamp: expected {what}\n{USAGE}")
+    format!("expected {what}\n{USAGE}")
+}
+
+/// The config file, the first positional argument of every command.
+fn config_arg(p: &mut lexopt::Parser) -> Result<OsString, String> {
+    match p.next().map_err(|e| e.to_string())? {
+        Some(Value(v)) => Ok(v),
+        Some(Short('h') | Long("help")) => {
+            println!("{USAGE}");
+            std::process::exit(0)
+        }
+        _ => Err(usage("CONFIG.json")),
+    }
 }
 
 /// Reads and checks a config file; `Err` holds every error.
@@ -58,113 +85,58 @@ fn load(path: &OsString) -> Result<Loaded, Vec<String>> {
     config::load(&text)
 }
 
-fn check(args: &[OsString]) -> Result<ExitCode, String> {
-    let [path] = args else {
-        return Err(usage("check CONFIG.json"));
-    };
-    match load(path) {
+fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
+    let path = config_arg(p)?;
+    let mut wasmplugin = false;
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("deployment") => {
+                let v = p.value().map_err(|e| e.to_string())?;
+                wasmplugin = match v.to_str() {
+                    Some("envoy") => false,
+                    Some("wasmplugin") => true,
+                    _ => return Err(usage("--deployment envoy or wasmplugin")),
+                };
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    let errs = match load(&path) {
+        Ok(l) if wasmplugin => body_sources(&l),
         Ok(l) => {
             for w in &l.warnings {
                 eprintln!("warning: {w}");
             }
             println!("{}", l.config.summary());
-            Ok(ExitCode::SUCCESS)
+            return Ok(ExitCode::SUCCESS);
         }
-        Err(errs) => {
-            for e in errs {
-                println!("{e}");
-            }
-            Ok(ExitCode::from(1))
-        }
-    }
-}
-
-struct StampArgs {
-    config: OsString,
-    path: String,
-    method: String,
-    headers: Vec<(String, Vec<u8>)>,
-    body: Option<OsString>,
-}
-
-fn parse_stamp(args: &[OsString]) -> Result<StampArgs, String> {
-    let mut it = args.iter();
-    let config = it.next().ok_or_else(|| usage("stamp CONFIG.json"))?.clone();
-    let mut a = StampArgs {
-        config,
-        path: String::new(),
-        method: "POST".into(),
-        headers: Vec::new(),
-        body: None,
+        Err(errs) => errs,
     };
-    let mut have_path = false;
-    while let Some(flag) = it.next() {
-        let flag = flag.to_string_lossy();
-        let value = it
-            .next()
-            .ok_or_else(|| usage(&format!("a value after {flag}")))?;
-        let text = || {
-            value
-                .to_str()
-                .map(str::to_owned)
-                .ok_or(format!("{flag}: not UTF-8"))
-        };
-        match flag.as_ref() {
-            "--path" => {
-                a.path = text()?;
-                have_path = true;
-            }
-            "--method" => a.method = text()?,
-            "-H" | "--header" => a.headers.push(header(value.as_bytes())?),
-            "--body" => a.body = Some(value.clone()),
-            other => return Err(usage(&format!("a known flag, not {other}"))),
-        }
+    if errs.is_empty() {
+        println!("ok for a WasmPlugin deployment");
+        return Ok(ExitCode::SUCCESS);
     }
-    if !have_path {
-        return Err(usage("--path"));
+    for e in errs {
+        eprintln!("{e}");
     }
-    Ok(a)
+    Ok(ExitCode::from(1))
 }
 
-/// `Name: value` as curl takes it: leading blanks of the value dropped.
-fn header(raw: &[u8]) -> Result<(String, Vec<u8>), String> {
-    let colon = raw
+/// A body source held under a WasmPlugin waits for a body Envoy never
+/// hands it (answered 408 at max_hold_ms): an error for that deployment.
+fn body_sources(l: &Loaded) -> Vec<String> {
+    l.config
+        .sources
         .iter()
-        .position(|&b| b == b':')
-        .ok_or("-H takes 'Name: value'")?;
-    let name = std::str::from_utf8(&raw[..colon]).map_err(|_| "-H: header name is not UTF-8")?;
-    let mut value = &raw[colon + 1..];
-    while let [b' ' | b'\t', rest @ ..] = value {
-        value = rest;
-    }
-    Ok((name.trim().to_ascii_lowercase(), value.to_vec()))
-}
-
-fn stamp(args: &[OsString]) -> Result<ExitCode, String> {
-    let a = parse_stamp(args)?;
-    let loaded = match load(&a.config) {
-        Ok(l) => l,
-        Err(errs) => return Err(errs.join("\n")),
-    };
-    let body = match &a.body {
-        None => Vec::new(),
-        Some(p) if p == "-" => {
-            let mut b = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut b)
-                .map_err(|e| format!("--body -: {e}"))?;
-            b
-        }
-        Some(p) => std::fs::read(p).map_err(|e| format!("--body {}: {e}", p.to_string_lossy()))?,
-    };
-    let req = Request {
-        method: a.method,
-        path: a.path,
-        headers: a.headers,
-        body,
-    };
-    println!("{}", req.answer(&loaded.config));
-    Ok(ExitCode::SUCCESS)
+        .filter(|s| s.needs_body())
+        .map(|s| {
+            format!(
+                "source '{}': its keys come from the JSON body, which needs allow_on_headers_stop_iteration: true; \
+                 Istio's WasmPlugin cannot set it (use the EnvoyFilter form, or header keys)",
+                s.id
+            )
+        })
+        .collect()
 }
 
 /// A request as the harness takes it.
@@ -184,12 +156,64 @@ impl Request {
     }
 }
 
+fn stamp(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
+    let config = config_arg(p)?;
+    let mut req = Request {
+        method: "POST".into(),
+        path: String::new(),
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    let mut body: Option<OsString> = None;
+    let mut have_path = false;
+    let text = |p: &mut lexopt::Parser| -> Result<String, String> {
+        p.value()
+            .map_err(|e| e.to_string())?
+            .into_string()
+            .map_err(|v| format!("{}: not UTF-8", v.to_string_lossy()))
+    };
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("path") => {
+                req.path = text(p)?;
+                have_path = true;
+            }
+            Long("method") => req.method = text(p)?,
+            Short('H') | Long("header") => req.headers.push(header(&text(p)?)?),
+            Long("body") => body = Some(p.value().map_err(|e| e.to_string())?),
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    if !have_path {
+        return Err(usage("--path"));
+    }
+    let loaded = load(&config).map_err(|errs| errs.join("\n"))?;
+    req.body = match &body {
+        None => Vec::new(),
+        Some(b) if b == "-" => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .map_err(|e| format!("--body -: {e}"))?;
+            buf
+        }
+        Some(b) => std::fs::read(b).map_err(|e| format!("--body {}: {e}", b.to_string_lossy()))?,
+    };
+    println!("{}", req.answer(&loaded.config));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `Name: value` as curl takes it: leading blanks of the value dropped.
+fn header(raw: &str) -> Result<(String, Vec<u8>), String> {
+    let (name, value) = raw.split_once(':').ok_or("-H takes 'Name: value'")?;
+    let value = value.trim_start_matches([' ', '\t']);
+    Ok((name.trim().to_ascii_lowercase(), value.as_bytes().to_vec()))
+}
+
 /// One request of a batch, as read from a JSON line.
 fn batch_request(line: &str) -> Result<Request, String> {
     let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
     let text = |k: &str| v.get(k).and_then(|x| x.as_str());
-    let method = text("method").unwrap_or("POST").to_owned();
-    let path = text("path").ok_or("path is required")?.to_owned();
     let mut headers = Vec::new();
     for h in v
         .get("headers")
@@ -211,28 +235,27 @@ fn batch_request(line: &str) -> Result<Request, String> {
         (None, None) => Vec::new(),
     };
     Ok(Request {
-        method,
-        path,
+        method: text("method").unwrap_or("POST").to_owned(),
+        path: text("path").ok_or("path is required")?.to_owned(),
         headers,
         body,
     })
 }
 
-fn batch(args: &[OsString]) -> Result<ExitCode, String> {
-    let [path] = args else {
-        return Err(usage("batch CONFIG.json"));
-    };
-    let loaded = load(path).map_err(|errs| errs.join("\n"))?;
-    let stdin = std::io::stdin();
+fn batch(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
+    let config = config_arg(p)?;
+    if let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        return Err(arg.unexpected().to_string());
+    }
+    let loaded = load(&config).map_err(|errs| errs.join("\n"))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for (n, line) in std::io::BufRead::lines(stdin.lock()).enumerate() {
+    for (n, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.map_err(|e| format!("stdin: {e}"))?;
         if line.trim().is_empty() {
             continue;
         }
         let req = batch_request(&line).map_err(|e| format!("line {}: {e}", n + 1))?;
-        std::io::Write::write_fmt(&mut out, format_args!("{}\n", req.answer(&loaded.config)))
-            .map_err(|e| e.to_string())?;
+        writeln!(out, "{}", req.answer(&loaded.config)).map_err(|e| e.to_string())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -28,6 +28,8 @@ pub struct SourceMetrics {
     pub busy: Id,
     /// 408: the body did not arrive within max_hold_ms.
     pub hold_timeout: Id,
+    /// ... and not one body callback came for it.
+    pub body_never_seen: Id,
     /// (sink index, counter) for each keyed lane.
     pub lane_key_missing: Vec<(u16, Id)>,
 }
@@ -64,6 +66,7 @@ impl Metrics {
                 spoofed: named(host, "spoofed_headers_stripped_total"),
                 busy: named(host, "busy_total"),
                 hold_timeout: named(host, "body_timeout_total"),
+                body_never_seen: named(host, "body_never_seen_total"),
                 lane_key_missing: Vec::new(),
             };
             for l in s.lanes.iter().filter(|l| l.key.is_some()) {

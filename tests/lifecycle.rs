@@ -381,6 +381,36 @@ fn a_late_body_is_answered_408_on_the_tick_and_its_bytes_return() {
 }
 
 #[test]
+fn a_body_that_never_reaches_the_filter_names_the_envoy_flag_once() {
+    // Without allow_on_headers_stop_iteration Envoy never calls the body
+    // callback of a request whose headers the filter held.
+    let (mut vm, mut host) = vm(CONFIG);
+    for ctx in [2, 3] {
+        start(
+            &mut vm,
+            &mut host,
+            ctx,
+            &post("/webhooks/stripe", &[("content-length", "55")]),
+            false,
+        );
+    }
+    host.now_ms += 2001;
+    vm.on_tick(&mut host, ROOT);
+    assert_eq!(replied(&host), vec![408, 408]);
+    assert_eq!(
+        host.metric("hookstamp_body_never_seen_total.source=stripe;"),
+        2
+    );
+    let hints: Vec<_> = host
+        .log
+        .iter()
+        .filter(|(l, m)| *l == Level::Error && m.contains("allow_on_headers_stop_iteration"))
+        .collect();
+    assert_eq!(hints.len(), 1, "{:?}", host.log);
+    assert!(hints[0].1.starts_with("source 'stripe': "));
+}
+
+#[test]
 fn a_chunk_after_the_deadline_is_answered_408() {
     let (mut vm, mut host) = vm(CONFIG);
     start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
@@ -597,4 +627,3 @@ fn two_plugins_in_one_vm_keep_their_own_configs() {
         Some("d-1")
     );
 }
-

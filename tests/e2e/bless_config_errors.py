@@ -51,8 +51,8 @@ with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "c.json")
         open(p, "w").write(cfg if isinstance(cfg, str) else json.dumps(cfg))
         r = subprocess.run(["target/debug/hookstamp", "check", p], capture_output=True, text=True)
-        assert r.returncode == 1, (name, r.stdout)
-        errors = r.stdout.splitlines()
+        assert r.returncode == 1, (name, r.stderr)
+        errors = r.stderr.splitlines()
         out.append({"name": name, "config": cfg if not isinstance(cfg, str) else None, "config_text": cfg if isinstance(cfg, str) else None, "errors": errors})
 rows = []
 for o in out:

@@ -348,16 +348,16 @@ def istio_docs():
     return {p.stem: yaml.safe_load(p.read_text()) for p in (ROOT / "envoy" / "istio").glob("*.yaml")}
 
 
-def check_config(config):
-    """`hookstamp check` over a plugin configuration; returns its output."""
+def check_config(config, *flags, code=0):
+    """`hookstamp check` over a plugin configuration; returns (stdout, stderr)."""
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         f.write(config if isinstance(config, str) else json.dumps(config))
         f.flush()
-        r = subprocess.run([str(ROOT / "target" / "debug" / "hookstamp"), "check", f.name],
+        r = subprocess.run([str(ROOT / "target" / "debug" / "hookstamp"), "check", f.name, *flags],
                            capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout
-        return r.stdout
+        assert r.returncode == code, r.stderr
+        return r.stdout, r.stderr
 
 
 def test_istio_envoyfilter_wasm_config_validates(tmp_path):
@@ -383,11 +383,38 @@ def test_istio_envoyfilter_wasm_config_validates(tmp_path):
 def test_istio_wasmplugin_is_header_keyed_only():
     doc = istio_docs()["wasmplugin"]
     config = doc["spec"]["pluginConfig"]
-    check_config(config)
     # The WasmPlugin form cannot hold headers for a body: no json keys.
-    assert "json" not in json.dumps(config)
-    for s in config["sources"]:
-        assert s.get("dedupe") not in ("stripe", "salesforce")
+    assert check_config(config, "--deployment", "wasmplugin")[0] == "ok for a WasmPlugin deployment\n"
+    _, err = check_config(TABLES["stripe"]["config"], "--deployment", "wasmplugin", code=1)
+    assert "source 'stripe': its keys come from the JSON body" in err
+    assert "allow_on_headers_stop_iteration" in err
+
+
+def test_body_source_without_allow_on_headers_stop_iteration_is_answered_not_hung(env):
+    """Where the filter cannot hold headers (Istio's WasmPlugin), Envoy never
+    hands it the body: the request is answered 408 at max_hold_ms, the log
+    names the flag, a counter rises; a header-keyed source still works."""
+    port = proxy.free_port()
+    config = dict(HELD, sources=HELD["sources"] + [{"id": "gh", "dedupe": "github"}])
+    boot = proxy.bootstrap({"noallow": (port, config)}, env["up"].server_address[1], proxy.free_port())
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    hcm["http_filters"][0]["typed_config"]["config"]["allow_on_headers_stop_iteration"] = False
+    e = proxy.Envoy(boot)
+    try:
+        t0 = time.time()
+        status, _, reply = proxy.request(port, "POST", "/webhooks/held", [], body=event("evt_na", 500))
+        assert (status, json.loads(reply)) == (408, {"error": "body_timeout"})
+        assert time.time() - t0 < 4
+        tid = uuid.uuid4().hex
+        status, _, _ = proxy.request(port, "POST", "/webhooks/gh", [("x-github-delivery", "g1")],
+                                     body=b"{}", test_id=tid)
+        assert status == 200 and dict(env["up"].records[tid]["stamps"])["x-hookstamp-dedupe-key"] == "g1"
+        assert 'hookstamp_body_never_seen_total{source="held"} 1' in e.stats()
+    finally:
+        e.stop()
+    log = e.log_text()  # whole once Envoy has stopped
+    assert "source 'held': a request held for its body got none" in log
+    assert "allow_on_headers_stop_iteration: true" in log
 
 
 def test_example_config_file_matches_the_bootstrap():
