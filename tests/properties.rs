@@ -251,3 +251,35 @@ fn long_keys_follow_the_length_rules() {
         );
     }
 }
+
+/// One way a client can respell a path segment that a server reads back
+/// as the same segment.
+fn respell(seg: &str, how: u8) -> String {
+    match how % 7 {
+        0 => seg.to_owned(),
+        1 => seg.to_ascii_uppercase(),
+        2 => seg.bytes().map(|b| format!("%{b:02X}")).collect(),
+        3 => seg.bytes().map(|b| format!("%25{b:02x}")).collect(),
+        4 => format!("{seg};v=1"),
+        5 => format!("./{seg}"),
+        _ => format!("x/../{seg}"),
+    }
+}
+
+proptest! {
+    /// No respelling of a source's path is ever passed by the filter: it is
+    /// stamped (the canonical one) or answered.
+    #[test]
+    fn no_variant_of_a_source_path_passes(
+        hows in proptest::collection::vec(any::<u8>(), 2),
+        sep in prop_oneof![Just("/"), Just("//"), Just("\\"), Just("%2F"), Just("%5c")],
+        method in prop_oneof![Just("POST"), Just("PUT"), Just("post"), Just("DELETE")],
+        tail in prop_oneof![Just(""), Just("/"), Just("?a=1"), Just("%00"), Just("%20")],
+    ) {
+        let cfg = config::load(r#"{"sources":[{"id":"stripe","dedupe":"stripe"}]}"#).unwrap().config;
+        let path = format!("/{}{sep}{}{tail}", respell("webhooks", hows[0]), respell("stripe", hows[1]));
+        let got = hookstamp::route::route(&cfg, method, &path);
+        prop_assert_ne!(got.clone(), hookstamp::route::Route::Pass, "{} {}", method, path);
+        invariants::check_route(&cfg, method, &path);
+    }
+}

@@ -37,8 +37,8 @@ pub fn check_config(data: &[u8]) {
 }
 
 /// A resolve input: a config selector byte, then path, headers
-/// ("name:value") and body separated by 0xFF bytes. The selector's high bit
-/// makes the method GET.
+/// ("name:value") and body separated by 0xFF bytes. The selector's two high
+/// bits choose the method: POST, GET, PUT or `post`.
 pub struct Input<'a> {
     pub config: usize,
     pub method: &'static str,
@@ -67,7 +67,7 @@ pub fn split(data: &[u8], configs: usize) -> Option<Input<'_>> {
     }
     Some(Input {
         config: usize::from(sel) % configs,
-        method: if sel & 0x80 == 0 { "POST" } else { "GET" },
+        method: ["POST", "GET", "PUT", "post"][usize::from(sel >> 6)],
         path,
         headers,
         body,

@@ -3,6 +3,7 @@
 
 use hookstamp::config::Config;
 use hookstamp::resolve::{self, Outcome};
+use hookstamp::route::{self, Route};
 
 /// Undoes the stamp percent-encoding.
 pub fn decode(v: &str) -> Vec<u8> {
@@ -31,6 +32,7 @@ pub fn check<'a>(
     headers: &'a [(String, Vec<u8>)],
     body: &'a [u8],
 ) -> Outcome<'a> {
+    check_route(cfg, method, path);
     let a = resolve::handle(cfg, method, path, headers, body);
     let b = resolve::handle(cfg, method, path, headers, body);
     assert_eq!(a, b, "the same request must give the same stamps");
@@ -63,4 +65,103 @@ pub fn check<'a>(
         );
     }
     a
+}
+
+/// How one kind of upstream server could read a path, written apart from
+/// the filter's normaliser: so many percent-decoding rounds, case folded or
+/// not, `;` parameters dropped or not, `\\` read as `/` or not, a NUL
+/// ending the path or not; then `.` and `..` resolved, empty segments
+/// merged. `None` if a decoded byte sequence is not UTF-8.
+fn reading(
+    raw: &str,
+    rounds: usize,
+    fold: bool,
+    params: bool,
+    backslash: bool,
+    nul: bool,
+) -> Vec<String> {
+    let raw = raw.split(['?', '#']).next().unwrap_or("");
+    let mut b = raw.as_bytes().to_vec();
+    for _ in 0..rounds {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            let hex = |c: u8| (c as char).to_digit(16);
+            match (
+                b[i],
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            ) {
+                (b'%', Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                }
+                (c, _, _) => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        b = out;
+    }
+    if nul {
+        if let Some(n) = b.iter().position(|&c| c == 0) {
+            b.truncate(n);
+        }
+    }
+    let text = String::from_utf8_lossy(&b).into_owned();
+    let text = if backslash {
+        text.replace('\\', "/")
+    } else {
+        text
+    };
+    let text = if fold {
+        text.to_ascii_lowercase()
+    } else {
+        text
+    };
+    let mut segs: Vec<String> = Vec::new();
+    for seg in text.split('/') {
+        let seg = if params {
+            seg.split(';').next().unwrap_or("")
+        } else {
+            seg
+        };
+        match seg.trim() {
+            "" | "." => {}
+            ".." => {
+                segs.pop();
+            }
+            s => segs.push(s.to_owned()),
+        }
+    }
+    segs
+}
+
+/// No reading of a path that any server model puts under the prefix lets a
+/// request other than GET or HEAD pass the filter; and a request the filter
+/// stamps is under the prefix in every reading that folds case.
+pub fn check_route(cfg: &Config, method: &str, path: &str) {
+    let got = route::route(cfg, method, path);
+    for rounds in 0..=2 {
+        for bits in 0..16u8 {
+            let r = reading(
+                path,
+                rounds,
+                bits & 1 != 0,
+                bits & 2 != 0,
+                bits & 4 != 0,
+                bits & 8 != 0,
+            );
+            let lower: Vec<String> = r.iter().map(|s| s.to_ascii_lowercase()).collect();
+            let under = lower.len() >= cfg.prefix_view.len()
+                && lower.iter().zip(&cfg.prefix_view).all(|(a, b)| a == b);
+            if under && method != "GET" && method != "HEAD" {
+                assert!(
+                    got != Route::Pass,
+                    "{method} {path:?} passed, but reads as {r:?}"
+                );
+            }
+        }
+    }
 }
