@@ -417,6 +417,37 @@ def test_body_source_without_allow_on_headers_stop_iteration_is_answered_not_hun
     assert "allow_on_headers_stop_iteration: true" in log
 
 
+def test_shipped_bootstrap_hardening(env):
+    """envoy/envoy.yaml as shipped (ports moved): Envoy's own path and
+    header hygiene in front of the filter, and only the prefix routed."""
+    import yaml
+    boot = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
+    port, admin = proxy.free_port(), proxy.free_port()
+    boot["admin"]["address"]["socket_address"]["port_value"] = admin
+    lst = boot["static_resources"]["listeners"][0]
+    lst["address"]["socket_address"]["port_value"] = port
+    wasm = lst["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"][0]["typed_config"]["config"]
+    wasm["vm_config"]["code"]["local"]["filename"] = str(proxy.WASM)
+    ep = boot["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+    ep["endpoint"]["address"]["socket_address"]["port_value"] = env["up"].server_address[1]
+    e = proxy.Envoy(boot)
+    try:
+        def go(path, headers=(), body=b"{}"):
+            tid = uuid.uuid4().hex
+            status, _, _ = proxy.request(port, "POST", path, list(headers), body=body, test_id=tid)
+            return status, env["up"].records.get(tid)
+        gh = [("X-GitHub-Delivery", "d-ship"), ("x_hookstamp_dedupe_key", "evil")]
+        status, rec = go("/%77ebhooks/github", gh)
+        assert status == 200 and rec["path"] == "/webhooks/github"
+        assert dict(rec["stamps"])["x-hookstamp-dedupe-key"] == "d-ship"
+        assert not any("_" in n for n, _ in rec["stamps"])
+        assert go("/webhooks%2Fgithub", gh) == (400, None)
+        status, rec = go("/health")
+        assert (status, rec) == (404, None)
+    finally:
+        e.stop()
+
+
 def test_example_config_file_matches_the_bootstrap():
     import yaml
     boot = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
