@@ -20,6 +20,7 @@ pub mod reply;
 pub mod resolve;
 pub mod route;
 pub mod stamps;
+pub mod verify;
 
 #[cfg(target_arch = "wasm32")]
 mod filter;

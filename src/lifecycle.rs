@@ -12,9 +12,10 @@ use crate::host::{Host, HostError, Level};
 use crate::metrics::{bump, Metrics};
 use crate::pairs;
 use crate::reply::{self, Reply};
-use crate::resolve::{self, Body};
+use crate::resolve::{self, Body, Verdict};
 use crate::route::{self, Route};
 use crate::stamps;
+use crate::verify::{self, OnFailure, Reason};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -56,6 +57,8 @@ struct Waiting {
     tenant: String,
     /// The values of the source's key headers (see `resolve::header_keys`).
     header_keys: Vec<Option<Vec<u8>>>,
+    /// Its signature check, for a source with `verify`.
+    check: Check,
     spoofed: usize,
     body: Vec<u8>,
     /// When the body must be in, in wall-clock milliseconds.
@@ -63,15 +66,32 @@ struct Waiting {
     /// Whether a body callback has come for it: none at all by the
     /// deadline is what Envoy does without allow_on_headers_stop_iteration.
     seen_body: bool,
+    /// Body bytes seen so far (kept in `body` only for JSON keys).
+    seen_bytes: usize,
     /// What this request counts against the budget now: its own size and
     /// its body's capacity.
     charged: usize,
 }
 
+/// Where a request's signature check stands.
+enum Check {
+    /// The source does not verify.
+    None,
+    /// Under way: fed each chunk as it passes.
+    Running(verify::Pending),
+    /// Failed already at the headers (flag mode goes on for the JSON keys).
+    Failed(Reason),
+}
+
 impl Waiting {
     /// The bytes held for this request besides the body's buffer.
     fn overhead(&self) -> usize {
-        std::mem::size_of::<Self>()
+        let check = match &self.check {
+            Check::Running(p) => p.size(),
+            _ => 0,
+        };
+        check
+            + std::mem::size_of::<Self>()
             + self.tenant.len()
             + self
                 .header_keys
@@ -212,30 +232,44 @@ impl Vm {
         };
         let src = cfg.sources.get(source).ok_or(Failure::NoSource)?;
         let keys = resolve::header_keys(src, &headers);
-        if !src.needs_body() || end_of_stream {
-            let body = Body::Bytes(&[]);
-            stamp(host, plugin, source, tenant, &keys, spoofed, body)?;
-            return Ok(HeadersStatus::Continue);
-        }
-        let declared = text(&headers, "content-length").parse::<usize>().ok();
-        if declared.is_some_and(|n| n > cfg.max_json_bytes) {
-            // Never wait for a body that will not be decoded.
-            stamp(host, plugin, source, tenant, &keys, spoofed, Body::TooLarge)?;
-            return Ok(HeadersStatus::Continue);
-        }
+        let check = match &src.verify {
+            None => Check::None,
+            Some(v) => {
+                let secrets = v.secrets_for(tenant).ok_or(Failure::NoSource)?;
+                let header = |n: &str| crate::key::first_header(&headers, n);
+                match v.start(secrets, header, host.now_ms() / 1000) {
+                    Ok(p) => Check::Running(p),
+                    Err(r) => Check::Failed(r),
+                }
+            }
+        };
         let mut w = Waiting {
             plugin: plugin.clone(),
             source,
             tenant: tenant.to_owned(),
             header_keys: keys.iter().map(|k| k.map(<[u8]>::to_vec)).collect(),
+            check,
             spoofed,
             body: Vec::new(),
             deadline_ms: host.now_ms().saturating_add(cfg.max_hold_ms),
             seen_body: false,
+            seen_bytes: 0,
             charged: 0,
         };
+        let refused_now = matches!(
+            (&w.check, src.verify.as_ref().map(|v| v.on_failure)),
+            (Check::Failed(_), Some(OnFailure::Reject))
+        );
+        if !src.needs_body() || end_of_stream || refused_now {
+            return Ok(finish(host, w, Kept::Whole));
+        }
+        let declared = text(&headers, "content-length").parse::<usize>().ok();
+        if declared.is_some_and(|n| n > cfg.max_json_bytes) {
+            // Never wait for a body that will not be decoded or verified.
+            return Ok(finish(host, w, Kept::TooLarge));
+        }
         // A declared length is reserved at once: the body never regrows.
-        let reserve = declared.unwrap_or(0);
+        let reserve = declared.filter(|_| src.keeps_body()).unwrap_or(0);
         let charge = w.overhead() + reserve;
         if self.held.saturating_add(charge) > cfg.max_held_bytes {
             return Ok(self.busy(host, &w));
@@ -263,18 +297,32 @@ impl Vm {
         if host.now_ms() > w.deadline_ms {
             return data(self.timeout(host, &w));
         }
-        if w.body.len().saturating_add(size) > cfg.max_json_bytes {
-            return data(finish(host, &w, Body::TooLarge));
+        let seen = w.body.len().max(w.seen_bytes);
+        if seen.saturating_add(size) > cfg.max_json_bytes {
+            return data(finish(host, w, Kept::TooLarge));
         }
         if !self.grow(&mut w, size) {
             return data(self.busy(host, &w));
         }
         match host.request_body(size) {
-            Ok(chunk) => w.body.extend_from_slice(&chunk),
+            Ok(chunk) => {
+                if let Check::Running(p) = &mut w.check {
+                    p.update(&chunk);
+                }
+                w.seen_bytes = seen + chunk.len();
+                if w.plugin
+                    .config
+                    .sources
+                    .get(w.source)
+                    .is_some_and(|s| s.keeps_body())
+                {
+                    w.body.extend_from_slice(&chunk);
+                }
+            }
             Err(e) => return data(answer_internal(host, Some(&w.plugin), &e.to_string())),
         }
         if end_of_stream {
-            return data(finish(host, &w, Body::Bytes(&w.body)));
+            return data(finish(host, w, Kept::Whole));
         }
         self.hold(context, w);
         DataStatus::StopAndWatermark
@@ -303,7 +351,7 @@ impl Vm {
         match w {
             None => HeadersStatus::Continue,
             Some(w) if host.now_ms() > w.deadline_ms => self.timeout(host, &w),
-            Some(w) => finish(host, &w, Body::Bytes(&w.body)),
+            Some(w) => finish(host, w, Kept::Whole),
         }
     }
 
@@ -358,9 +406,10 @@ impl Vm {
     /// not in `held`, but its buffer is still allocated.
     fn grow(&mut self, w: &mut Waiting, size: usize) -> bool {
         let cfg = &w.plugin.config;
+        let keeps = cfg.sources.get(w.source).is_some_and(|s| s.keeps_body());
         let (len, cap) = (w.body.len(), w.body.capacity());
         let need = len.saturating_add(size);
-        let new_cap = if need <= cap {
+        let new_cap = if !keeps || need <= cap {
             cap
         } else {
             // Doubling, so that many small chunks do not copy the body each.
@@ -509,30 +558,53 @@ fn strip(
     Ok(before - map.len())
 }
 
-/// Stamps a routed request: the stamps added, the metrics counted.
-fn stamp(
-    host: &mut impl Host,
-    plugin: &Plugin,
-    source: usize,
-    tenant: &str,
-    keys: &[Option<&[u8]>],
-    spoofed: usize,
-    body: Body,
-) -> Result<(), Failure> {
-    let src = plugin.config.sources.get(source).ok_or(Failure::NoSource)?;
-    let stamped = resolve::stamp(src, tenant, keys, body);
-    for (name, value) in &stamped.headers {
-        host.add_request_header(name, value)?;
-    }
-    plugin.metrics.stamped(host, source, spoofed, &stamped);
-    Ok(())
+/// What became of a request's body.
+enum Kept {
+    /// All of it passed (and is in `Waiting::body` when JSON keys need it);
+    /// empty when the request had none.
+    Whole,
+    /// It was over max_json_bytes: never decoded or verified.
+    TooLarge,
 }
 
-/// Stamps a request that waited for its body and lets it go on.
-fn finish(host: &mut impl Host, w: &Waiting, body: Body) -> HeadersStatus {
+/// Stamps a request, or answers it when its signature refuses it; the
+/// metrics counted.
+fn finish(host: &mut impl Host, w: Waiting, kept: Kept) -> HeadersStatus {
+    let plugin = &w.plugin;
+    let Some(src) = plugin.config.sources.get(w.source) else {
+        return answer_internal(host, Some(plugin), &Failure::NoSource.to_string());
+    };
+    let body = match kept {
+        Kept::Whole => Body::Bytes(&w.body),
+        Kept::TooLarge => Body::TooLarge,
+    };
+    let result = match (w.check, body) {
+        (Check::None, _) => None,
+        (_, Body::TooLarge) => Some(Err(Reason::TooLarge)),
+        (Check::Failed(r), _) => Some(Err(r)),
+        (Check::Running(p), _) => Some(p.finish()),
+    };
+    let m = plugin.metrics.source(w.source);
+    let verified = match (result, &src.verify) {
+        (Some(r), Some(v)) => {
+            match r {
+                Ok(()) => bump(host, m.and_then(|m| m.verified), 1),
+                Err(reason) => bump(host, m.and_then(|m| m.verify_failed(reason)), 1),
+            }
+            match resolve::verdict(v.on_failure, r) {
+                Verdict::Refuse(reply) => return send(host, &reply),
+                Verdict::Stamp(ok) => Some(ok),
+            }
+        }
+        _ => None,
+    };
     let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
-    match stamp(host, &w.plugin, w.source, &w.tenant, &keys, w.spoofed, body) {
-        Ok(()) => HeadersStatus::Continue,
-        Err(e) => answer_internal(host, Some(&w.plugin), &e.to_string()),
+    let stamped = resolve::stamp(src, &w.tenant, &keys, body, verified);
+    for (name, value) in &stamped.headers {
+        if let Err(e) = host.add_request_header(name, value) {
+            return answer_internal(host, Some(plugin), &e.to_string());
+        }
     }
+    plugin.metrics.stamped(host, w.source, w.spoofed, &stamped);
+    HeadersStatus::Continue
 }

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage:
   hookstamp check CONFIG.json [--deployment envoy|wasmplugin]
-  hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-]
-  hookstamp batch CONFIG.json < requests.jsonl
+  hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS]
+  hookstamp batch CONFIG.json [--now UNIX_SECONDS] < requests.jsonl
   hookstamp --version
 
 check  exits 0 with a one-line summary, or 1 with every config error, one a line
@@ -19,6 +19,8 @@ check  exits 0 with a one-line summary, or 1 with every config error, one a line
 stamp  prints the filter's answer for one request as JSON:
        {\"action\":\"forward\",\"headers\":[[name,value],...]}, {\"action\":\"reject\",\"status\":404}
        (any status the filter answers) or {\"action\":\"pass\"}; exits 2 on a bad config.
+       Signatures are checked at --now (default: the clock), with secrets
+       from the environment, as in the filter.
 batch  the same for many requests: one JSON object a line in, one answer a line out;
        a request is {\"method\":\"POST\",\"path\":P,\"headers\":[[name,value],...],
        \"body\":text} (or \"body_hex\":hex instead of body).";
@@ -148,12 +150,23 @@ struct Request {
 }
 
 impl Request {
-    /// The filter's answer, as one line of JSON.
-    fn answer(&self, cfg: &config::Config) -> String {
-        resolve::handle(cfg, &self.method, &self.path, &self.headers, &self.body)
-            .to_json()
-            .to_string()
+    /// The filter's answer at `now` (Unix seconds), as one line of JSON.
+    fn answer(&self, cfg: &config::Config, now: Option<u64>) -> String {
+        let (m, p, h, b) = (&self.method, &self.path, &self.headers, &self.body);
+        match now {
+            Some(t) => resolve::handle_at(cfg, m, p, h, b, t),
+            None => resolve::handle(cfg, m, p, h, b),
+        }
+        .to_json()
+        .to_string()
     }
+}
+
+fn now_arg(p: &mut lexopt::Parser) -> Result<u64, String> {
+    let v = p.value().map_err(|e| e.to_string())?;
+    v.to_str()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| usage("--now UNIX_SECONDS"))
 }
 
 fn stamp(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
@@ -165,6 +178,7 @@ fn stamp(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         body: Vec::new(),
     };
     let mut body: Option<OsString> = None;
+    let mut now = None;
     let mut have_path = false;
     let text = |p: &mut lexopt::Parser| -> Result<String, String> {
         p.value()
@@ -181,6 +195,7 @@ fn stamp(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
             Long("method") => req.method = text(p)?,
             Short('H') | Long("header") => req.headers.push(header(&text(p)?)?),
             Long("body") => body = Some(p.value().map_err(|e| e.to_string())?),
+            Long("now") => now = Some(now_arg(p)?),
             other => return Err(other.unexpected().to_string()),
         }
     }
@@ -199,7 +214,7 @@ fn stamp(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         }
         Some(b) => std::fs::read(b).map_err(|e| format!("--body {}: {e}", b.to_string_lossy()))?,
     };
-    println!("{}", req.answer(&loaded.config));
+    println!("{}", req.answer(&loaded.config, now));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -244,8 +259,12 @@ fn batch_request(line: &str) -> Result<Request, String> {
 
 fn batch(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
     let config = config_arg(p)?;
-    if let Some(arg) = p.next().map_err(|e| e.to_string())? {
-        return Err(arg.unexpected().to_string());
+    let mut now = None;
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("now") => now = Some(now_arg(p)?),
+            other => return Err(other.unexpected().to_string()),
+        }
     }
     let loaded = load(&config).map_err(|errs| errs.join("\n"))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -255,7 +274,7 @@ fn batch(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
             continue;
         }
         let req = batch_request(&line).map_err(|e| format!("line {}: {e}", n + 1))?;
-        writeln!(out, "{}", req.answer(&loaded.config)).map_err(|e| e.to_string())?;
+        writeln!(out, "{}", req.answer(&loaded.config, now)).map_err(|e| e.to_string())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,7 @@
 use crate::config::Config;
 use crate::host::{Host, Level, MetricKind};
 use crate::resolve::Stamped;
+use crate::verify::Reason;
 
 /// A metric id; `None` when the host refused to define it (logged once,
 /// then the metric is simply not counted).
@@ -32,6 +33,19 @@ pub struct SourceMetrics {
     pub body_never_seen: Id,
     /// (sink index, counter) for each keyed lane.
     pub lane_key_missing: Vec<(u16, Id)>,
+    /// Sources with `verify`: signatures that verified.
+    pub verified: Id,
+    /// ... and those that did not, by reason.
+    pub verify_failed: Vec<(Reason, Id)>,
+}
+
+impl SourceMetrics {
+    pub fn verify_failed(&self, reason: Reason) -> Id {
+        self.verify_failed
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .and_then(|(_, id)| *id)
+    }
 }
 
 fn define(host: &mut impl Host, kind: MetricKind, name: &str) -> Id {
@@ -68,7 +82,19 @@ impl Metrics {
                 hold_timeout: named(host, "body_timeout_total"),
                 body_never_seen: named(host, "body_never_seen_total"),
                 lane_key_missing: Vec::new(),
+                verified: None,
+                verify_failed: Vec::new(),
             };
+            if s.verify.is_some() {
+                m.verified = named(host, "signatures_verified_total");
+                for r in Reason::ALL {
+                    let name = format!(
+                        "hookstamp_signature_failures_total{tag}.reason={};",
+                        r.as_str()
+                    );
+                    m.verify_failed.push((r, counter(host, &name)));
+                }
+            }
             for l in s.lanes.iter().filter(|l| l.key.is_some()) {
                 let name = format!("hookstamp_lane_key_missing_total{tag}.sink={};", l.sink);
                 m.lane_key_missing.push((l.sink, counter(host, &name)));

@@ -43,3 +43,17 @@ pub const INTERNAL: Reply = Reply {
     body: r#"{"error":"hookstamp_internal"}"#,
     headers: &[],
 };
+
+/// The signature is missing, malformed, wrong or expired (on_failure reject).
+pub const INVALID_SIGNATURE: Reply = Reply {
+    status: 401,
+    body: r#"{"error":"invalid_signature"}"#,
+    headers: &[],
+};
+
+/// The body is over the limit the filter can verify (on_failure reject).
+pub const TOO_LARGE_TO_VERIFY: Reply = Reply {
+    status: 413,
+    body: r#"{"error":"body_too_large_to_verify"}"#,
+    headers: &[("connection", "close")],
+};

@@ -8,6 +8,7 @@ use crate::lanes::{self, MAX_LANE_KEY};
 use crate::reply::{self, Reply};
 use crate::route::{self, Route};
 use crate::stamps;
+use crate::verify::{OnFailure, Reason};
 use std::borrow::Cow;
 
 /// The request body as the filter saw it.
@@ -58,7 +59,8 @@ pub enum Outcome<'a> {
     },
 }
 
-/// Routes and stamps a complete request, as the native harness sees it.
+/// Routes and stamps a complete request, as the native harness sees it,
+/// at the system clock's time.
 pub fn handle<'a, N, V>(
     cfg: &'a Config,
     method: &str,
@@ -70,22 +72,72 @@ where
     N: AsRef<str>,
     V: AsRef<[u8]>,
 {
-    match route::route(cfg, method, path) {
-        Route::Pass => Outcome::Pass,
-        Route::Reject => Outcome::Reply(reply::UNKNOWN_SOURCE),
-        Route::MethodNotAllowed => Outcome::Reply(reply::METHOD_NOT_ALLOWED),
-        Route::Source { source, tenant } => match cfg.sources.get(source) {
-            Some(src) => Outcome::Forward {
-                source,
-                stamped: stamp(
-                    src,
-                    tenant,
-                    &header_keys(src, headers),
-                    Body::of(body, cfg.max_json_bytes),
-                ),
-            },
-            None => Outcome::Reply(reply::UNKNOWN_SOURCE),
-        },
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    handle_at(cfg, method, path, headers, body, now)
+}
+
+/// `handle` at `now_s` (Unix seconds), the time signatures are checked at.
+pub fn handle_at<'a, N, V>(
+    cfg: &'a Config,
+    method: &str,
+    path: &'a str,
+    headers: &'a [(N, V)],
+    body: &'a [u8],
+    now_s: u64,
+) -> Outcome<'a>
+where
+    N: AsRef<str>,
+    V: AsRef<[u8]>,
+{
+    let (source, tenant) = match route::route(cfg, method, path) {
+        Route::Pass => return Outcome::Pass,
+        Route::Reject => return Outcome::Reply(reply::UNKNOWN_SOURCE),
+        Route::MethodNotAllowed => return Outcome::Reply(reply::METHOD_NOT_ALLOWED),
+        Route::Source { source, tenant } => (source, tenant),
+    };
+    let Some(src) = cfg.sources.get(source) else {
+        return Outcome::Reply(reply::UNKNOWN_SOURCE);
+    };
+    let body = Body::of(body, cfg.max_json_bytes);
+    let verified = match &src.verify {
+        None => None,
+        Some(v) => {
+            let secrets = v.secrets_for(tenant).unwrap_or_default();
+            let header = |n: &str| key::first_header(headers, n);
+            let result = match body {
+                Body::TooLarge => Err(Reason::TooLarge),
+                Body::Bytes(b) => v.check(secrets, header, b, now_s),
+            };
+            match verdict(v.on_failure, result) {
+                Verdict::Refuse(r) => return Outcome::Reply(r),
+                Verdict::Stamp(ok) => Some(ok),
+            }
+        }
+    };
+    Outcome::Forward {
+        source,
+        stamped: stamp(src, tenant, &header_keys(src, headers), body, verified),
+    }
+}
+
+/// What becomes of a verified source's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Stamped, with `x-hookstamp-verified: <bool>`.
+    Stamp(bool),
+    /// Answered by the filter.
+    Refuse(Reply),
+}
+
+/// A check's result under the source's on_failure.
+pub fn verdict(on_failure: OnFailure, result: Result<(), Reason>) -> Verdict {
+    match (result, on_failure) {
+        (Ok(()), _) => Verdict::Stamp(true),
+        (Err(_), OnFailure::Flag) => Verdict::Stamp(false),
+        (Err(Reason::TooLarge), OnFailure::Reject) => Verdict::Refuse(reply::TOO_LARGE_TO_VERIFY),
+        (Err(_), OnFailure::Reject) => Verdict::Refuse(reply::INVALID_SIGNATURE),
     }
 }
 
@@ -103,19 +155,22 @@ where
 }
 
 /// Computes the stamps of a request routed to `src` for `tenant`, from the
-/// values of its key headers (see `header_keys`) and its body.
+/// values of its key headers (see `header_keys`), its body, and for a
+/// source with `verify` whether its signature verified: an unverified
+/// request (flag mode) never claims a dedupe key.
 pub fn stamp<'a>(
     src: &'a Source,
     tenant: &'a str,
     header_keys: &[Option<&'a [u8]>],
     body: Body<'a>,
+    verified: Option<bool>,
 ) -> Stamped<'a> {
     let mut out = Stamped {
         headers: Vec::with_capacity(5 + 3 * src.lanes.len()),
         ..Stamped::default()
     };
     // One decode serves the dedupe key and every json ordering key.
-    let found: Vec<Option<Scalar>> = match (src.needs_body(), body) {
+    let found: Vec<Option<Scalar>> = match (src.keeps_body(), body) {
         (false, _) => Vec::new(),
         (true, Body::TooLarge) => {
             out.body_too_large = true;
@@ -138,7 +193,13 @@ pub fn stamp<'a>(
     let h = &mut out.headers;
     h.push((stamps::SOURCE, stamps::encode(src.id.as_bytes())));
     h.push((stamps::TENANT, stamps::encode(tenant.as_bytes())));
-    if let Some(d) = &src.dedupe {
+    if let Some(v) = verified {
+        h.push((
+            stamps::VERIFIED,
+            Cow::Borrowed(if v { "true" } else { "false" }),
+        ));
+    }
+    if let Some(d) = src.dedupe.as_ref().filter(|_| verified != Some(false)) {
         match lookup(&d.key, true) {
             Some(raw) => {
                 let k = key::cap(raw, MAX_DEDUPE_KEY);

@@ -57,7 +57,9 @@ fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
             None => Route::Reject,
         },
         (Routing::TenantPath, [tenant, id]) if tenant_ok(tenant) => match cfg.find(id) {
-            Some((source, s)) if s.tenant == DEFAULT_TENANT || s.tenant == *tenant => {
+            Some((source, s))
+                if (s.tenant == DEFAULT_TENANT || s.tenant == *tenant) && s.accepts(tenant) =>
+            {
                 Route::Source { source, tenant }
             }
             _ => Route::Reject,

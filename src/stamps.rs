@@ -7,6 +7,8 @@ pub const PREFIX: &str = "x-hookstamp-";
 
 pub const SOURCE: &str = "x-hookstamp-source";
 pub const TENANT: &str = "x-hookstamp-tenant";
+/// On sources with `verify` only: `true`, or `false` (flag mode).
+pub const VERIFIED: &str = "x-hookstamp-verified";
 pub const DEDUPE_KEY: &str = "x-hookstamp-dedupe-key";
 pub const DEDUPE_TTL_MS: &str = "x-hookstamp-dedupe-ttl-ms";
 pub const IDEMPOTENCY_KEY: &str = "x-hookstamp-idempotency-key";

@@ -22,7 +22,7 @@ const CONFIG: &str = r#"{
 const EVENT: &[u8] = br#"{"id":"evt_1","data":{"object":{"customer":"cus_9"}}}"#;
 
 /// A VM with one configured plugin, and its host.
-fn vm(config: &str) -> (Vm, MockHost) {
+fn boot(config: &str) -> (Vm, MockHost) {
     let mut host = MockHost {
         config: config.as_bytes().to_vec(),
         now_ms: 1_000_000,
@@ -75,7 +75,7 @@ fn replied(host: &MockHost) -> Vec<u32> {
 
 #[test]
 fn header_source_is_stamped_at_the_headers_and_spoofs_are_stripped() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     let h = post(
         "/webhooks/github",
         &[
@@ -112,7 +112,7 @@ fn header_source_is_stamped_at_the_headers_and_spoofs_are_stripped() {
 #[test]
 fn body_source_waits_for_its_body_in_chunks() {
     for split in [1, 7, EVENT.len()] {
-        let (mut vm, mut host) = vm(CONFIG);
+        let (mut vm, mut host) = boot(CONFIG);
         let h = post("/webhooks/stripe", &[("x-entity-id", "e-7")]);
         assert_eq!(
             start(&mut vm, &mut host, 2, &h, false),
@@ -149,7 +149,7 @@ fn body_source_waits_for_its_body_in_chunks() {
 
 #[test]
 fn trailers_end_a_body_and_lose_their_stamp_names() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
     assert_eq!(
         chunk(&mut vm, &mut host, 2, EVENT, false),
@@ -174,7 +174,7 @@ fn trailers_end_a_body_and_lose_their_stamp_names() {
 
 #[test]
 fn trailers_of_passed_requests_are_stripped_too() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     let h = [(":method", "POST"), (":path", "/health")];
     assert_eq!(
         start(&mut vm, &mut host, 2, &h, false),
@@ -207,7 +207,7 @@ fn routes_answered_by_the_filter() {
         ("PUT", "/health", None),
     ];
     for (method, path, want) in cases {
-        let (mut vm, mut host) = vm(CONFIG);
+        let (mut vm, mut host) = boot(CONFIG);
         let h = [(":method", *method), (":path", *path)];
         let got = start(&mut vm, &mut host, 2, &h, true);
         let status = host.replies.first().map(|(_, r)| r.status);
@@ -220,7 +220,7 @@ fn routes_answered_by_the_filter() {
         assert_eq!(got, want_action, "{method} {path}");
         assert!(host.stamps().is_empty());
     }
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     start(
         &mut vm,
         &mut host,
@@ -235,7 +235,7 @@ fn routes_answered_by_the_filter() {
 
 #[test]
 fn declared_body_over_the_limit_is_stamped_at_the_headers_without_json_keys() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     let h = post("/webhooks/stripe", &[("content-length", "1001")]);
     assert_eq!(
         start(&mut vm, &mut host, 2, &h, false),
@@ -251,7 +251,7 @@ fn declared_body_over_the_limit_is_stamped_at_the_headers_without_json_keys() {
 
 #[test]
 fn chunked_body_crossing_the_limit_goes_on_whole_without_json_keys() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
     assert_eq!(
         chunk(&mut vm, &mut host, 2, &[b' '; 600], false),
@@ -280,7 +280,7 @@ fn chunked_body_crossing_the_limit_goes_on_whole_without_json_keys() {
 
 #[test]
 fn a_full_budget_answers_503_never_keyless() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     // Five declared 1000-byte bodies fill most of 6000 bytes with their
     // overhead; the next cannot be held.
     let h = post("/webhooks/stripe", &[("content-length", "1000")]);
@@ -311,8 +311,10 @@ fn a_full_budget_answers_503_never_keyless() {
 
 #[test]
 fn growth_is_charged_with_its_peak() {
-    let (mut vm, mut host) = vm(r#"{"max_json_bytes": 1000, "max_held_bytes": 3000,
-        "sources": [{"id": "s", "dedupe": "stripe"}]}"#);
+    let (mut vm, mut host) = boot(
+        r#"{"max_json_bytes": 1000, "max_held_bytes": 3000,
+        "sources": [{"id": "s", "dedupe": "stripe"}]}"#,
+    );
     start(&mut vm, &mut host, 2, &post("/webhooks/s", &[]), false);
     assert_eq!(
         chunk(&mut vm, &mut host, 2, &[b' '; 400], false),
@@ -346,7 +348,7 @@ fn growth_is_charged_with_its_peak() {
 
 #[test]
 fn a_late_body_is_answered_408_on_the_tick_and_its_bytes_return() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     assert_eq!(host.tick_ms, Some(500));
     start(
         &mut vm,
@@ -384,7 +386,7 @@ fn a_late_body_is_answered_408_on_the_tick_and_its_bytes_return() {
 fn a_body_that_never_reaches_the_filter_names_the_envoy_flag_once() {
     // Without allow_on_headers_stop_iteration Envoy never calls the body
     // callback of a request whose headers the filter held.
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     for ctx in [2, 3] {
         start(
             &mut vm,
@@ -412,7 +414,7 @@ fn a_body_that_never_reaches_the_filter_names_the_envoy_flag_once() {
 
 #[test]
 fn a_chunk_after_the_deadline_is_answered_408() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
     host.now_ms += 2001;
     assert_eq!(
@@ -425,7 +427,7 @@ fn a_chunk_after_the_deadline_is_answered_408() {
 
 #[test]
 fn a_stalled_upload_flood_cannot_take_a_legitimate_hooks_keys() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     // The flood: uploads that declare a body and then stall, as large as
     // allowed until the budget takes no more, then small ones.
     let mut ctx = 10;
@@ -494,7 +496,7 @@ fn a_stalled_upload_flood_cannot_take_a_legitimate_hooks_keys() {
 
 #[test]
 fn a_reset_mid_body_gives_everything_back() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
     chunk(&mut vm, &mut host, 2, &EVENT[..10], false);
     assert!(vm.held() > 0);
@@ -511,7 +513,7 @@ fn every_failing_host_call_is_a_500_never_a_panic_or_a_pass() {
         "proxy_get_buffer_bytes",
     ] {
         for (path, body) in [("/webhooks/github", false), ("/webhooks/stripe", true)] {
-            let (mut vm, mut host) = vm(CONFIG);
+            let (mut vm, mut host) = boot(CONFIG);
             host.fail = Some(call);
             let h = post(
                 path,
@@ -543,7 +545,7 @@ fn every_failing_host_call_is_a_500_never_a_panic_or_a_pass() {
 
 #[test]
 fn a_failing_local_reply_is_logged() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     host.fail = Some("proxy_send_local_response");
     start(&mut vm, &mut host, 2, &post("/webhooks/nope", &[]), true);
     assert!(host
@@ -594,7 +596,7 @@ fn a_refused_config_names_the_source_and_sink() {
 
 #[test]
 fn two_plugins_in_one_vm_keep_their_own_configs() {
-    let (mut vm, mut host) = vm(CONFIG);
+    let (mut vm, mut host) = boot(CONFIG);
     host.config = br#"{"prefix": "/other", "sources": [{"id": "github", "dedupe": {"header": "x-other-id"}}]}"#.to_vec();
     vm.on_context_create(50, 0);
     assert!(vm.on_configure(&mut host, 50));
@@ -625,5 +627,186 @@ fn two_plugins_in_one_vm_keep_their_own_configs() {
     assert_eq!(
         stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
         Some("d-1")
+    );
+}
+
+const VERIFY: &str = r#"{
+  "max_json_bytes": 1000, "max_held_bytes": 6000, "routing": "tenant_path", "prefix": "/webhooks",
+  "sources": [
+    {"id": "gh", "dedupe": "github", "verify": {"scheme": "github", "secrets": {"acme": [{"value": "s-acme"}], "globex": [{"value": "s-globex"}]}}},
+    {"id": "st", "dedupe": "stripe", "verify": {"scheme": "github", "secrets": [{"value": "k"}], "on_failure": "flag"},
+     "sinks": [{"type": "sqs", "ordered": true, "ordering_key": {"json": "data.object.customer"}}]}
+  ]}"#;
+
+fn github_sig(secret: &str, body: &[u8]) -> String {
+    use hmac::Mac;
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    m.update(body);
+    format!("sha256={}", hex::encode(m.finalize().into_bytes()))
+}
+
+#[test]
+fn a_signature_is_computed_as_the_chunks_pass_without_holding_the_body() {
+    let body = br#"{"zen":"Keep it logically awesome."}"#;
+    let sig = github_sig("s-acme", body);
+    let (mut vm, mut host) = boot(VERIFY);
+    let h = post(
+        "/webhooks/acme/gh",
+        &[("x-github-delivery", "d-1"), ("x-hub-signature-256", &sig)],
+    );
+    assert_eq!(
+        start(&mut vm, &mut host, 2, &h, false),
+        HeadersStatus::StopIteration
+    );
+    let before = vm.held();
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &body[..5], false),
+        DataStatus::StopAndWatermark
+    );
+    // Only the check's state is held, not the body.
+    assert_eq!(vm.held(), before);
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &body[5..], true),
+        DataStatus::Continue
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-verified").as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+        Some("d-1")
+    );
+    assert_eq!(
+        host.metric("hookstamp_signatures_verified_total.source=gh;"),
+        1
+    );
+    // Another tenant's secret does not verify it; a tenant without secrets is unknown.
+    let (mut vm, mut host) = boot(VERIFY);
+    let h = post(
+        "/webhooks/globex/gh",
+        &[("x-github-delivery", "d-1"), ("x-hub-signature-256", &sig)],
+    );
+    start(&mut vm, &mut host, 2, &h, false);
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, body, true),
+        DataStatus::StopNoBuffer
+    );
+    assert_eq!(host.replies[0].1, reply::INVALID_SIGNATURE);
+    assert_eq!(
+        host.metric("hookstamp_signature_failures_total.source=gh;.reason=mismatch;"),
+        1
+    );
+    assert!(
+        host.stamps().is_empty(),
+        "a forged request never reaches the queue"
+    );
+    let (mut vm, mut host) = boot(VERIFY);
+    let h = post("/webhooks/initech/gh", &[("x-hub-signature-256", &sig)]);
+    start(&mut vm, &mut host, 2, &h, false);
+    assert_eq!(replied(&host), vec![404]);
+}
+
+#[test]
+fn a_missing_signature_is_refused_at_the_headers() {
+    let (mut vm, mut host) = boot(VERIFY);
+    let h = post(
+        "/webhooks/acme/gh",
+        &[("x-github-delivery", "d-1"), ("content-length", "10")],
+    );
+    assert_eq!(
+        start(&mut vm, &mut host, 2, &h, false),
+        HeadersStatus::StopIteration
+    );
+    assert_eq!(replied(&host), vec![401]);
+    assert_eq!(
+        vm.waiting(),
+        0,
+        "nothing is held for a request already refused"
+    );
+    assert_eq!(
+        host.metric("hookstamp_signature_failures_total.source=gh;.reason=missing;"),
+        1
+    );
+}
+
+#[test]
+fn flag_mode_forwards_a_forgery_without_its_dedupe_key() {
+    let body = br#"{"id":"evt_forged","data":{"object":{"customer":"cus_1"}}}"#;
+    let (mut vm, mut host) = boot(VERIFY);
+    let forged = github_sig("wrong", body);
+    let h = post("/webhooks/acme/st", &[("x-hub-signature-256", &forged)]);
+    start(&mut vm, &mut host, 2, &h, false);
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, body, true),
+        DataStatus::Continue
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-verified").as_deref(),
+        Some("false")
+    );
+    assert_eq!(stamp(&host, "x-hookstamp-dedupe-key"), None);
+    assert_eq!(stamp(&host, "x-hookstamp-idempotency-key"), None);
+    assert_eq!(
+        stamp(&host, "x-hookstamp-lane-0-key").as_deref(),
+        Some("cus_1")
+    );
+    // The genuine one claims its key.
+    let (mut vm, mut host) = boot(VERIFY);
+    let genuine = github_sig("k", body);
+    let h = post("/webhooks/acme/st", &[("x-hub-signature-256", &genuine)]);
+    start(&mut vm, &mut host, 2, &h, false);
+    chunk(&mut vm, &mut host, 2, body, true);
+    assert_eq!(
+        stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+        Some("evt_forged")
+    );
+}
+
+#[test]
+fn a_body_too_large_to_verify_is_413_or_flagged() {
+    let (mut vm, mut host) = boot(VERIFY);
+    let h = post(
+        "/webhooks/acme/gh",
+        &[
+            ("x-hub-signature-256", "sha256=00"),
+            ("content-length", "1001"),
+        ],
+    );
+    start(&mut vm, &mut host, 2, &h, false);
+    assert_eq!(host.replies[0].1, reply::TOO_LARGE_TO_VERIFY);
+    assert_eq!(
+        host.metric("hookstamp_signature_failures_total.source=gh;.reason=too_large;"),
+        1
+    );
+    let (mut vm, mut host) = boot(VERIFY);
+    start(
+        &mut vm,
+        &mut host,
+        2,
+        &post("/webhooks/acme/gh", &[("x-hub-signature-256", "sha256=00")]),
+        false,
+    );
+    chunk(&mut vm, &mut host, 2, &[b' '; 600], false);
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &[b' '; 600], false),
+        DataStatus::StopNoBuffer
+    );
+    assert_eq!(replied(&host), vec![413]);
+    let (mut vm, mut host) = boot(VERIFY);
+    let h = post(
+        "/webhooks/acme/st",
+        &[
+            ("x-hub-signature-256", "sha256=00"),
+            ("content-length", "5000"),
+        ],
+    );
+    assert_eq!(
+        start(&mut vm, &mut host, 2, &h, false),
+        HeadersStatus::Continue
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-verified").as_deref(),
+        Some("false")
     );
 }

@@ -64,7 +64,12 @@ fn case_table() {
     let mut failures = Vec::new();
     for file in files {
         let table: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        let loaded = config::load(&table["config"].to_string())
+        // A table may give the environment its secrets come from, and the
+        // time its signatures are checked at.
+        let vars = table["env"].clone();
+        let env = move |n: &str| vars.get(n).and_then(Value::as_str).map(str::to_owned);
+        let now = table["now"].as_u64();
+        let loaded = config::load_with_env(&table["config"].to_string(), &env)
             .unwrap_or_else(|e| panic!("{}: config: {e:?}", file.display()));
         for case in table["cases"].as_array().unwrap() {
             let req = &case["request"];
@@ -84,8 +89,12 @@ fn case_table() {
                 .unwrap_or_default();
             let method = req.get("method").and_then(Value::as_str).unwrap_or("POST");
             let path = req["path"].as_str().unwrap();
-            let got =
-                resolve::handle(&loaded.config, method, path, &headers, &body_of(req)).to_json();
+            let body = body_of(req);
+            let got = match now {
+                Some(t) => resolve::handle_at(&loaded.config, method, path, &headers, &body, t),
+                None => resolve::handle(&loaded.config, method, path, &headers, &body),
+            }
+            .to_json();
             if !agrees(&case["expect"], &got) {
                 failures.push(format!(
                     "{} / {}:\n  want {}\n  got  {got}",
@@ -162,4 +171,29 @@ fn undeduped_sources_warn_once_each() {
         l.config.summary(),
         "ok: 3 source(s), 0 ordered sink(s), without dedupe: a, c"
     );
+}
+
+#[test]
+fn a_secret_never_appears_in_errors_warnings_or_debug_output() {
+    const SECRET: &str = "whsec_c2VjcmV0LXZhbHVlLTQy";
+    let env = |n: &str| (n == "HOOKSTAMP_TEST_SECRET").then(|| SECRET.to_owned());
+    let good = format!(
+        r#"{{"sources":[{{"id":"s","dedupe":"svix","verify":{{"scheme":"svix",
+            "secrets":[{{"env":"HOOKSTAMP_TEST_SECRET"}},{{"value":"{SECRET}"}}]}}}}]}}"#
+    );
+    let l = config::load_with_env(&good, &env).unwrap();
+    assert_eq!(l.warnings.len(), 1, "{:?}", l.warnings);
+    let everything = format!("{:?} {:?} {}", l.config, l.warnings, l.config.summary());
+    assert!(!everything.contains("c2VjcmV0") && !everything.contains("secret-value"));
+    // Errors around a secret name its place or variable, never its value.
+    for bad in [
+        r#""scheme":"github","secrets":[{"value":"whsec_c2VjcmV0LXZhbHVlLTQy","env":"X"}]"#,
+        r#""scheme":"svix","secrets":[{"value":"whsec_c2VjcmV0LXZhbHVlLTQy!"}]"#,
+        r#""scheme":"nope","secrets":"whsec_c2VjcmV0LXZhbHVlLTQy""#,
+    ] {
+        let text = format!(r#"{{"sources":[{{"id":"s","verify":{{{bad}}}}}]}}"#);
+        let errs = config::load_with_env(&text, &env).unwrap_err();
+        assert!(!errs.is_empty());
+        assert!(errs.iter().all(|e| !e.contains("c2VjcmV0")), "{errs:?}");
+    }
 }

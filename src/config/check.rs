@@ -38,16 +38,26 @@ const TOP_LEVEL: &[&str] = &[
     "sources",
 ];
 
-/// Checks a parsed configuration: the config when it could be built, and
-/// every error found (the config is good only when there are none).
-pub fn check(v: &Value) -> (Option<Config>, Vec<Diag>) {
+/// The environment secrets are read from.
+pub type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
+
+/// Checks a parsed configuration: the config when it could be built, every
+/// error found (the config is good only when there are none), and the
+/// warnings.
+pub fn check(v: &Value, env: Env) -> (Option<Config>, Vec<Diag>, Vec<Diag>) {
     let mut d = Diags::default();
-    let config = check_top(v, &mut d);
-    (config, d.into_vec())
+    let config = check_top(v, env, &mut d);
+    let (errors, warnings) = d.into_parts();
+    (config, errors, warnings)
 }
 
 /// Reports fields of `obj` that are not in `known`.
-fn unknown_fields(obj: &Map<String, Value>, known: &[&str], scope: &Scope, d: &mut Diags) {
+pub(super) fn unknown_fields(
+    obj: &Map<String, Value>,
+    known: &[&str],
+    scope: &Scope,
+    d: &mut Diags,
+) {
     for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
         d.push(
             scope,
@@ -57,7 +67,7 @@ fn unknown_fields(obj: &Map<String, Value>, known: &[&str], scope: &Scope, d: &m
 }
 
 /// A field that may be absent; `null` counts as absent.
-fn field<'v>(obj: &'v Map<String, Value>, name: &str) -> Option<&'v Value> {
+pub(super) fn field<'v>(obj: &'v Map<String, Value>, name: &str) -> Option<&'v Value> {
     obj.get(name).filter(|v| !v.is_null())
 }
 
@@ -104,7 +114,7 @@ fn count(obj: &Map<String, Value>, name: &str, default: u64, d: &mut Diags) -> u
     }
 }
 
-fn check_top(v: &Value, d: &mut Diags) -> Option<Config> {
+fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     let Some(obj) = v.as_object() else {
         d.push(&Scope::Config, "must be a JSON object");
         return None;
@@ -154,7 +164,13 @@ fn check_top(v: &Value, d: &mut Diags) -> Option<Config> {
         Some(None) => d.push(&Scope::Config, "sources must be a list"),
         Some(Some(list)) => {
             for (i, s) in list.iter().enumerate() {
-                if let Some(src) = check_source(i, s, delivery, d) {
+                let ctx = SourceCtx {
+                    index: i,
+                    delivery,
+                    routing,
+                    env,
+                };
+                if let Some(src) = check_source(&ctx, s, d) {
                     sources.push(src);
                 }
             }
@@ -241,7 +257,16 @@ fn intern<T: PartialEq>(table: &mut Vec<T>, item: T) -> usize {
     table.len() - 1
 }
 
-fn check_source(i: usize, v: &Value, delivery: Delivery, d: &mut Diags) -> Option<Source> {
+/// What a source's check needs from the top level.
+struct SourceCtx<'e> {
+    index: usize,
+    delivery: Delivery,
+    routing: Routing,
+    env: Env<'e>,
+}
+
+fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
+    let (i, delivery) = (ctx.index, ctx.delivery);
     let Some(obj) = v.as_object() else {
         d.push(&Scope::SourceAt(i), "must be an object");
         return None;
@@ -262,7 +287,15 @@ fn check_source(i: usize, v: &Value, delivery: Delivery, d: &mut Diags) -> Optio
     }
     unknown_fields(
         obj,
-        &["id", "tenant", "dedupe", "store_headers", "sinks"],
+        &[
+            "id",
+            "tenant",
+            "tenants",
+            "dedupe",
+            "verify",
+            "store_headers",
+            "sinks",
+        ],
         &scope,
         d,
     );
@@ -305,6 +338,23 @@ fn check_source(i: usize, v: &Value, delivery: Delivery, d: &mut Diags) -> Optio
         }
         Some(_) => d.push(&scope, "sinks must be a list"),
     }
+    let verify = field(obj, "verify")
+        .and_then(|v| super::verify::check(v, &Scope::Verify(id.clone()), ctx.routing, ctx.env, d));
+    let mut tenants = field(obj, "tenants").and_then(|v| check_tenants(v, &scope, ctx.routing, d));
+    if let Some(crate::verify::Verify {
+        secrets: crate::verify::Secrets::PerTenant(map),
+        ..
+    }) = &verify
+    {
+        let keyed: Vec<String> = map.iter().map(|(t, _)| t.clone()).collect();
+        if tenants.as_ref().is_some_and(|t| *t != keyed) {
+            d.push(
+                &scope,
+                "tenants and per-tenant verify secrets name different tenants: give one of them",
+            );
+        }
+        tenants = Some(keyed);
+    }
     Some(Source {
         id,
         tenant,
@@ -312,7 +362,38 @@ fn check_source(i: usize, v: &Value, delivery: Delivery, d: &mut Diags) -> Optio
         lanes,
         paths: reads.paths,
         headers: reads.headers,
+        verify,
+        tenants,
     })
+}
+
+/// A tenant allow-list: only on a `tenant_path` route.
+fn check_tenants(v: &Value, scope: &Scope, routing: Routing, d: &mut Diags) -> Option<Vec<String>> {
+    if routing != Routing::TenantPath {
+        d.push(scope, "tenants needs \"routing\": \"tenant_path\"");
+        return None;
+    }
+    let list = match v.as_array() {
+        Some(l) if !l.is_empty() => l,
+        _ => {
+            d.push(
+                scope,
+                format!("tenants must be a non-empty list of tenants, got {v}"),
+            );
+            return None;
+        }
+    };
+    let mut out = Vec::new();
+    for t in list {
+        match t.as_str() {
+            Some(t) if tenant_ok(t) => out.push(t.to_owned()),
+            _ => d.push(
+                scope,
+                format!("tenants: {t} is not a tenant ([A-Za-z0-9_-]{{1,64}})"),
+            ),
+        }
+    }
+    Some(out)
 }
 
 fn check_store_headers(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> StoreHeaders {
@@ -346,7 +427,7 @@ fn check_store_headers(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> Store
 }
 
 /// Checks a header name used as a key source; returns it lowercased.
-fn key_header(h: &str) -> Result<String, String> {
+pub(super) fn key_header(h: &str) -> Result<String, String> {
     if h.is_empty() {
         return Err("header name is empty".into());
     }

@@ -15,6 +15,8 @@ pub enum Scope {
     Source(String),
     /// A source's dedupe rule.
     Dedupe(String),
+    /// A source's signature verification.
+    Verify(String),
     /// One sink of a source: its index, and its type when it has one.
     Sink {
         source: String,
@@ -37,6 +39,7 @@ impl fmt::Display for Scope {
             Scope::SourceAt(i) => write!(f, "source #{i}"),
             Scope::Source(id) => write!(f, "source '{id}'"),
             Scope::Dedupe(id) => write!(f, "source '{id}' dedupe"),
+            Scope::Verify(id) => write!(f, "source '{id}' verify"),
             Scope::Sink {
                 source,
                 index,
@@ -57,23 +60,35 @@ impl fmt::Display for Diag {
     }
 }
 
-/// Collects every error of a check, each with its scope.
+/// Collects every error of a check, each with its scope, and the
+/// warnings of a configuration that loads.
 #[derive(Debug, Default)]
-pub struct Diags(Vec<Diag>);
+pub struct Diags {
+    errors: Vec<Diag>,
+    warnings: Vec<Diag>,
+}
 
 impl Diags {
     pub fn push(&mut self, scope: &Scope, message: impl Into<String>) {
-        self.0.push(Diag {
+        self.errors.push(Diag {
+            scope: scope.clone(),
+            message: message.into(),
+        });
+    }
+
+    pub fn warn(&mut self, scope: &Scope, message: impl Into<String>) {
+        self.warnings.push(Diag {
             scope: scope.clone(),
             message: message.into(),
         });
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.errors.len()
     }
 
-    pub fn into_vec(self) -> Vec<Diag> {
-        self.0
+    /// (errors, warnings)
+    pub fn into_parts(self) -> (Vec<Diag>, Vec<Diag>) {
+        (self.errors, self.warnings)
     }
 }

@@ -3,12 +3,14 @@
 
 mod check;
 mod diag;
+mod verify;
 
 pub use diag::{Diag, Scope};
 
 use crate::dedupe::Dedupe;
 use crate::json::Path;
 use crate::lanes::Lane;
+use crate::verify::Verify;
 use std::collections::HashMap;
 
 /// How a request path names its source.
@@ -67,13 +69,32 @@ pub struct Source {
     /// Every header (lowercase) a key of this source reads: resolved at the
     /// request headers, so nothing else of them is kept for the body.
     pub headers: Vec<String>,
+    /// Its signature verification, if any.
+    pub verify: Option<Verify>,
+    /// On a `tenant_path` route, the only tenants it accepts (from
+    /// `tenants`, or the tenants of per-tenant secrets); `None`: any.
+    pub tenants: Option<Vec<String>>,
 }
 
 impl Source {
-    /// Whether a key of this source comes from the body, so the filter must
-    /// buffer it; a header-only source is stamped at the headers.
+    /// Whether the filter must see this source's body before it stamps: a
+    /// key comes from it, or its signature covers it. A header-only source
+    /// without verification is stamped at the headers.
     pub fn needs_body(&self) -> bool {
+        !self.paths.is_empty() || self.verify.is_some()
+    }
+
+    /// Whether the body must be copied into the VM: only for JSON keys (a
+    /// signature is computed as the chunks pass).
+    pub fn keeps_body(&self) -> bool {
         !self.paths.is_empty()
+    }
+
+    /// Whether a tenant of the path may use this source.
+    pub fn accepts(&self, tenant: &str) -> bool {
+        self.tenants
+            .as_ref()
+            .is_none_or(|ts| ts.iter().any(|t| t == tenant))
     }
 }
 
@@ -130,25 +151,34 @@ fn buffer_limit_warning(config: &Config) -> Option<String> {
     })
 }
 
-/// Parses and checks a configuration; on failure returns every error, each
-/// naming what it is about.
+/// Parses and checks a configuration, secrets read from the process's
+/// (the Wasm VM's) environment; on failure returns every error, each naming
+/// what it is about.
 pub fn load(text: &str) -> Result<Loaded, Vec<String>> {
+    load_with_env(text, &|name| std::env::var(name).ok())
+}
+
+/// `load`, with the environment given: `env(NAME)` is a variable's value.
+pub fn load_with_env(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Loaded, Vec<String>> {
     let value: serde_json::Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => return Err(vec![format!("config: not valid JSON: {e}")]),
     };
-    let (config, diags) = check::check(&value);
+    let (config, diags, warned) = check::check(&value, env);
     match config {
         Some(config) if diags.is_empty() => {
-            let mut warnings: Vec<String> = config
+            let mut warnings: Vec<String> = warned.iter().map(Diag::to_string).collect();
+            warnings.extend(config
                 .undeduped()
                 .map(|s| {
                     format!(
                         "source '{}' has no dedupe: a provider's retry of it is indistinguishable from a new event",
                         s.id
                     )
-                })
-                .collect();
+                }));
             warnings.extend(buffer_limit_warning(&config));
             Ok(Loaded { config, warnings })
         }

@@ -86,7 +86,11 @@ pub fn table_configs(dir: &str) -> Vec<hookstamp::config::Config> {
         .map(|f| {
             let t: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
-            config::load(&t["config"].to_string()).unwrap().config
+            let vars = t["env"].clone();
+            let env = move |n: &str| vars.get(n).and_then(|v| v.as_str()).map(str::to_owned);
+            config::load_with_env(&t["config"].to_string(), &env)
+                .unwrap()
+                .config
         })
         .collect()
 }

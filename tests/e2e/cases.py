@@ -35,8 +35,9 @@ def body_of(req):
     return None
 
 
-def harness(config, req):
-    """What `hookstamp stamp` answers for this case."""
+def harness(config, req, now=None, env=None):
+    """What `hookstamp stamp` answers for this case (at `now`, with `env`
+    added to the environment)."""
     with tempfile.TemporaryDirectory() as d:
         cfg = Path(d) / "config.json"
         cfg.write_text(json.dumps(config))
@@ -48,7 +49,9 @@ def harness(config, req):
         if body is not None:
             (Path(d) / "body").write_bytes(body)
             args += ["--body", str(Path(d) / "body")]
-        out = subprocess.run(args, check=True, capture_output=True)
+        if now is not None:
+            args += ["--now", str(now)]
+        out = subprocess.run(args, check=True, capture_output=True, env={**os.environ, **(env or {})})
         return json.loads(out.stdout)
 
 

@@ -1,0 +1,306 @@
+//! Checks a source's `verify` object. A secret's value never appears in an
+//! error or a warning: only the variable it came from, or its place.
+
+use super::check::{field, key_header, unknown_fields, Env};
+use super::diag::{Diags, Scope};
+use super::{tenant_ok, Routing};
+use crate::verify::{
+    self, Algorithm, Custom, Encoding, OnFailure, Scheme, Secret, Secrets, Verify,
+};
+use serde_json::{Map, Value};
+
+const DEFAULT_TOLERANCE_S: u64 = 300;
+
+pub fn check(
+    v: &Value,
+    scope: &Scope,
+    routing: Routing,
+    env: Env,
+    d: &mut Diags,
+) -> Option<Verify> {
+    let before = d.len();
+    let Some(obj) = v.as_object() else {
+        d.push(scope, format!("must be an object, got {v}"));
+        return None;
+    };
+    unknown_fields(
+        obj,
+        &["scheme", "secrets", "tolerance_s", "on_failure"],
+        scope,
+        d,
+    );
+    let scheme = match field(obj, "scheme") {
+        None => {
+            d.push(scope, "scheme is required");
+            None
+        }
+        Some(Value::String(p)) => Scheme::preset(p).or_else(|| {
+            d.push(
+                scope,
+                format!(
+                    "unknown scheme {p:?} (presets: {}; or a custom scheme object)",
+                    verify::PRESETS.join(", ")
+                ),
+            );
+            None
+        }),
+        Some(Value::Object(c)) => custom(c, scope, d).map(Scheme::Custom),
+        Some(other) => {
+            d.push(
+                scope,
+                format!("scheme must be a preset name or an object, got {other}"),
+            );
+            None
+        }
+    };
+    let tolerance_s = match field(obj, "tolerance_s") {
+        None => DEFAULT_TOLERANCE_S,
+        Some(t) => match t.as_u64() {
+            Some(n) if n > 0 => n,
+            _ => {
+                d.push(
+                    scope,
+                    format!("tolerance_s must be a positive integer, got {t}"),
+                );
+                DEFAULT_TOLERANCE_S
+            }
+        },
+    };
+    let on_failure = match field(obj, "on_failure").map(Value::as_str) {
+        None | Some(Some("reject")) => OnFailure::Reject,
+        Some(Some("flag")) => OnFailure::Flag,
+        Some(_) => {
+            d.push(scope, "on_failure must be \"reject\" or \"flag\"");
+            OnFailure::Reject
+        }
+    };
+    let whsec = scheme.as_ref().is_some_and(Scheme::decodes_whsec);
+    let secrets = match field(obj, "secrets") {
+        None => {
+            d.push(
+                scope,
+                "secrets is required: a list of {\"env\": NAME} (or {\"value\": ...})",
+            );
+            None
+        }
+        Some(Value::Array(list)) => Some(Secrets::All(secret_list(
+            list, "secrets", whsec, scope, env, d,
+        ))),
+        Some(Value::Object(map)) => {
+            if routing != Routing::TenantPath {
+                d.push(
+                    scope,
+                    "per-tenant secrets need \"routing\": \"tenant_path\"",
+                );
+            }
+            let mut per = Vec::new();
+            for (t, list) in map {
+                if !tenant_ok(t) {
+                    d.push(
+                        scope,
+                        format!("secrets: {t:?} is not a tenant ([A-Za-z0-9_-]{{1,64}})"),
+                    );
+                }
+                match list.as_array() {
+                    Some(l) => per.push((
+                        t.clone(),
+                        secret_list(l, &format!("secrets.{t}"), whsec, scope, env, d),
+                    )),
+                    None => d.push(scope, format!("secrets.{t} must be a list")),
+                }
+            }
+            if per.is_empty() {
+                d.push(scope, "secrets names no tenant");
+            }
+            Some(Secrets::PerTenant(per))
+        }
+        Some(other) => {
+            d.push(
+                scope,
+                format!(
+                    "secrets must be a list, or an object of tenants to lists, got {}",
+                    kind(other)
+                ),
+            );
+            None
+        }
+    };
+    if d.len() > before {
+        return None;
+    }
+    Some(Verify {
+        scheme: scheme?,
+        secrets: secrets?,
+        tolerance_s,
+        on_failure,
+    })
+}
+
+/// A JSON value's kind, for errors about a field that may hold a secret.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn secret_list(
+    list: &[Value],
+    at: &str,
+    whsec: bool,
+    scope: &Scope,
+    env: Env,
+    d: &mut Diags,
+) -> Vec<Secret> {
+    if list.is_empty() {
+        d.push(scope, format!("{at} is empty: at least one secret"));
+    }
+    let mut out = Vec::new();
+    for (i, s) in list.iter().enumerate() {
+        let place = format!("{at}[{i}]");
+        let (raw, from) = match s
+            .as_object()
+            .map(|o| (o.len(), o.get("env"), o.get("value")))
+        {
+            Some((1, Some(Value::String(name)), None)) => match env(name) {
+                Some(v) if !v.is_empty() => (v, format!("the environment variable {name}")),
+                _ => {
+                    d.push(
+                        scope,
+                        format!("{place}: the environment variable {name} is not set or is empty"),
+                    );
+                    continue;
+                }
+            },
+            Some((1, None, Some(Value::String(v)))) if !v.is_empty() => {
+                d.warn(
+                    scope,
+                    format!("{place} is an inline secret, readable by anyone who can read the configuration: prefer {{\"env\": NAME}}"),
+                );
+                (v.clone(), "the inline value".to_owned())
+            }
+            _ => {
+                d.push(
+                    scope,
+                    format!("{place} must be {{\"env\": NAME}} or {{\"value\": non-empty string}}, got {}", kind(s)),
+                );
+                continue;
+            }
+        };
+        let bytes = if whsec {
+            match verify::whsec(&raw) {
+                Some(k) => k,
+                None => {
+                    d.push(
+                        scope,
+                        format!("{place}: {from} is not a whsec_ secret (whsec_ and base64)"),
+                    );
+                    continue;
+                }
+            }
+        } else {
+            raw.into_bytes()
+        };
+        out.push(Secret(bytes));
+    }
+    out
+}
+
+fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom> {
+    unknown_fields(
+        c,
+        &[
+            "header",
+            "prefix",
+            "encoding",
+            "algorithm",
+            "timestamp_header",
+            "signed",
+        ],
+        scope,
+        d,
+    );
+    let header = |name: &str, d: &mut Diags| -> Option<String> {
+        match field(c, name) {
+            Some(Value::String(h)) => key_header(h)
+                .map_err(|e| d.push(scope, format!("scheme {name}: {e}")))
+                .ok(),
+            None => None,
+            Some(other) => {
+                d.push(
+                    scope,
+                    format!("scheme {name} must be a header name, got {other}"),
+                );
+                None
+            }
+        }
+    };
+    let sig_header = header("header", d);
+    if field(c, "header").is_none() {
+        d.push(scope, "a custom scheme needs header");
+    }
+    let timestamp_header = header("timestamp_header", d);
+    let prefix = match field(c, "prefix") {
+        None => String::new(),
+        Some(Value::String(p)) => p.clone(),
+        Some(other) => {
+            d.push(
+                scope,
+                format!("scheme prefix must be a string, got {other}"),
+            );
+            String::new()
+        }
+    };
+    let encoding = match field(c, "encoding").map(Value::as_str) {
+        Some(Some("hex")) => Some(Encoding::Hex),
+        Some(Some("base64")) => Some(Encoding::Base64),
+        _ => {
+            d.push(scope, "scheme encoding must be \"hex\" or \"base64\"");
+            None
+        }
+    };
+    let algorithm = match field(c, "algorithm").map(Value::as_str) {
+        None | Some(Some("sha256")) => Some(Algorithm::Sha256),
+        Some(Some("sha512")) => Some(Algorithm::Sha512),
+        Some(Some("sha1")) => Some(Algorithm::Sha1),
+        Some(_) => {
+            d.push(
+                scope,
+                "scheme algorithm must be \"sha256\", \"sha512\" or \"sha1\"",
+            );
+            None
+        }
+    };
+    let signed = match field(c, "signed") {
+        None => Some(Vec::new()),
+        Some(Value::String(t)) => verify::template(t).map_err(|e| d.push(scope, e)).ok(),
+        Some(other) => {
+            d.push(
+                scope,
+                format!("scheme signed must be a template string, got {other}"),
+            );
+            None
+        }
+    };
+    if let Some(parts) = &signed {
+        let uses_ts = parts.contains(&verify::Part::Timestamp);
+        if uses_ts && timestamp_header.is_none() {
+            d.push(
+                scope,
+                "the signed template uses {timestamp}: set timestamp_header",
+            );
+        }
+    }
+    Some(Custom {
+        header: sig_header?,
+        prefix,
+        encoding: encoding?,
+        algorithm: algorithm?,
+        timestamp_header,
+        signed: signed?,
+    })
+}

@@ -1,0 +1,501 @@
+//! Provider signatures, verified at the edge before any key is stamped: a
+//! forged request never claims a key.
+//!
+//! A check starts at the request headers (`Verify::start`: the signature
+//! header parsed, the timestamp checked, one HMAC per secret keyed and fed
+//! the signed prefix), takes the body chunk by chunk (`Pending::update`), so
+//! no copy of the body is needed for it, and ends with the comparison
+//! (`Pending::finish`), in constant time against every signature the header
+//! carries and every secret of a rotation list.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use hmac::{Hmac, Mac as _};
+use std::fmt;
+
+/// A secret's bytes. Never printed: its `Debug` is redacted, and no error
+/// message quotes it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub Vec<u8>);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    Sha1,
+    Sha256,
+    Sha512,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Hex,
+    Base64,
+}
+
+/// One piece of the signed content before the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    Text(String),
+    /// The timestamp header's value.
+    Timestamp,
+    /// A header's value (lowercase name).
+    Header(String),
+}
+
+/// A generic HMAC scheme: `header` carries `prefix` + the encoded HMAC of
+/// `signed` followed by the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Custom {
+    pub header: String,
+    pub prefix: String,
+    pub encoding: Encoding,
+    pub algorithm: Algorithm,
+    pub timestamp_header: Option<String>,
+    pub signed: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scheme {
+    Stripe,
+    Github,
+    Shopify,
+    Slack,
+    StandardWebhooks,
+    Svix,
+    Custom(Custom),
+}
+
+pub const PRESETS: &[&str] = &[
+    "stripe",
+    "github",
+    "shopify",
+    "slack",
+    "standard_webhooks",
+    "svix",
+];
+
+impl Scheme {
+    pub fn preset(name: &str) -> Option<Scheme> {
+        Some(match name {
+            "stripe" => Scheme::Stripe,
+            "github" => Scheme::Github,
+            "shopify" => Scheme::Shopify,
+            "slack" => Scheme::Slack,
+            "standard_webhooks" => Scheme::StandardWebhooks,
+            "svix" => Scheme::Svix,
+            _ => return None,
+        })
+    }
+
+    /// Standard Webhooks' secrets are `whsec_` + base64 of the key bytes.
+    pub fn decodes_whsec(&self) -> bool {
+        matches!(self, Scheme::StandardWebhooks | Scheme::Svix)
+    }
+}
+
+/// What to do with a request whose signature does not verify.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFailure {
+    /// 401 (413 for a body too large to verify) from the filter.
+    Reject,
+    /// Forwarded with `x-hookstamp-verified: false` and no dedupe stamps.
+    Flag,
+}
+
+/// The secrets a source accepts: the same for every tenant, or per tenant
+/// (then only those tenants are accepted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Secrets {
+    All(Vec<Secret>),
+    PerTenant(Vec<(String, Vec<Secret>)>),
+}
+
+/// A source's verification rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verify {
+    pub scheme: Scheme,
+    pub secrets: Secrets,
+    pub tolerance_s: u64,
+    pub on_failure: OnFailure,
+}
+
+/// Why a signature did not verify; the `reason` label of the metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    Missing,
+    Malformed,
+    Mismatch,
+    Expired,
+    TooLarge,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 5] = [
+        Reason::Missing,
+        Reason::Malformed,
+        Reason::Mismatch,
+        Reason::Expired,
+        Reason::TooLarge,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Missing => "missing",
+            Reason::Malformed => "malformed",
+            Reason::Mismatch => "mismatch",
+            Reason::Expired => "expired",
+            Reason::TooLarge => "too_large",
+        }
+    }
+}
+
+enum Mac {
+    Sha1(Hmac<sha1::Sha1>),
+    Sha256(Hmac<sha2::Sha256>),
+    Sha512(Hmac<sha2::Sha512>),
+}
+
+impl Mac {
+    fn new(alg: Algorithm, key: &[u8]) -> Option<Mac> {
+        Some(match alg {
+            Algorithm::Sha1 => Mac::Sha1(Hmac::new_from_slice(key).ok()?),
+            Algorithm::Sha256 => Mac::Sha256(Hmac::new_from_slice(key).ok()?),
+            Algorithm::Sha512 => Mac::Sha512(Hmac::new_from_slice(key).ok()?),
+        })
+    }
+
+    fn update(&mut self, b: &[u8]) {
+        match self {
+            Mac::Sha1(m) => m.update(b),
+            Mac::Sha256(m) => m.update(b),
+            Mac::Sha512(m) => m.update(b),
+        }
+    }
+
+    fn tag(self) -> Vec<u8> {
+        match self {
+            Mac::Sha1(m) => m.finalize().into_bytes().to_vec(),
+            Mac::Sha256(m) => m.finalize().into_bytes().to_vec(),
+            Mac::Sha512(m) => m.finalize().into_bytes().to_vec(),
+        }
+    }
+}
+
+/// A check under way: one HMAC per secret, and the signatures the request
+/// carries.
+pub struct Pending {
+    macs: Vec<Mac>,
+    signatures: Vec<Vec<u8>>,
+}
+
+impl fmt::Debug for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Pending({} secret(s))", self.macs.len())
+    }
+}
+
+impl Pending {
+    pub fn update(&mut self, chunk: &[u8]) {
+        for m in &mut self.macs {
+            m.update(chunk);
+        }
+    }
+
+    /// Whether any secret's HMAC equals any of the signatures; every pair
+    /// is compared, each in constant time.
+    pub fn finish(self) -> Result<(), Reason> {
+        let mut ok = false;
+        for m in self.macs {
+            let tag = m.tag();
+            for s in &self.signatures {
+                ok |= ct_eq(&tag, s);
+            }
+        }
+        if ok {
+            Ok(())
+        } else {
+            Err(Reason::Mismatch)
+        }
+    }
+
+    /// Bytes this check keeps, for the held-bytes budget.
+    pub fn size(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.macs.len() * std::mem::size_of::<Mac>()
+            + self.signatures.iter().map(Vec::len).sum::<usize>()
+    }
+}
+
+/// Equal bytes, in time that depends only on the lengths.
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Verify {
+    /// The secrets for a tenant; `None` when the source does not accept it.
+    pub fn secrets_for(&self, tenant: &str) -> Option<&[Secret]> {
+        match &self.secrets {
+            Secrets::All(s) => Some(s),
+            Secrets::PerTenant(m) => m.iter().find(|(t, _)| t == tenant).map(|(_, s)| &s[..]),
+        }
+    }
+
+    /// Starts the check of a request: its signature header parsed, its
+    /// timestamp within tolerance of `now_s`, one HMAC per secret fed the
+    /// signed content before the body. `header` gives a header's first
+    /// value by lowercase name.
+    pub fn start<'h>(
+        &self,
+        secrets: &[Secret],
+        header: impl Fn(&str) -> Option<&'h [u8]>,
+        now_s: u64,
+    ) -> Result<Pending, Reason> {
+        let text = |name: &str| -> Result<&'h str, Reason> {
+            let v = header(name).ok_or(Reason::Missing)?;
+            std::str::from_utf8(v).map_err(|_| Reason::Malformed)
+        };
+        let fresh = |ts: &str| -> Result<(), Reason> {
+            let t: u64 = ts.trim().parse().map_err(|_| Reason::Malformed)?;
+            if t.abs_diff(now_s) > self.tolerance_s {
+                return Err(Reason::Expired);
+            }
+            Ok(())
+        };
+        let (alg, prefix, signatures): (Algorithm, Vec<u8>, Vec<Vec<u8>>) = match &self.scheme {
+            Scheme::Stripe => {
+                let h = text("stripe-signature")?;
+                let mut t = None;
+                let mut sigs = Vec::new();
+                for item in h.split(',') {
+                    match item.trim().split_once('=') {
+                        Some(("t", v)) if t.is_none() => t = Some(v),
+                        Some(("v1", v)) => sigs.extend(hex::decode(v).ok()),
+                        _ => {}
+                    }
+                }
+                let t = t.ok_or(Reason::Malformed)?;
+                if sigs.is_empty() {
+                    return Err(Reason::Malformed);
+                }
+                fresh(t)?;
+                (Algorithm::Sha256, format!("{t}.").into_bytes(), sigs)
+            }
+            Scheme::Github => {
+                let h = text("x-hub-signature-256")?;
+                let sig = h.strip_prefix("sha256=").ok_or(Reason::Malformed)?;
+                let sig = hex::decode(sig).map_err(|_| Reason::Malformed)?;
+                (Algorithm::Sha256, Vec::new(), vec![sig])
+            }
+            Scheme::Shopify => {
+                let h = text("x-shopify-hmac-sha256").or_else(|_| text("shopify-hmac-sha256"))?;
+                let sig = STANDARD.decode(h.trim()).map_err(|_| Reason::Malformed)?;
+                (Algorithm::Sha256, Vec::new(), vec![sig])
+            }
+            Scheme::Slack => {
+                let sig = text("x-slack-signature")?;
+                let ts = text("x-slack-request-timestamp")?;
+                let sig = sig.strip_prefix("v0=").ok_or(Reason::Malformed)?;
+                let sig = hex::decode(sig).map_err(|_| Reason::Malformed)?;
+                fresh(ts)?;
+                (
+                    Algorithm::Sha256,
+                    format!("v0:{ts}:").into_bytes(),
+                    vec![sig],
+                )
+            }
+            Scheme::StandardWebhooks | Scheme::Svix => {
+                let svix = matches!(self.scheme, Scheme::Svix);
+                // Svix's library takes its own names first, then the
+                // unbranded ones.
+                let named = |n: &str| -> Result<&'h str, Reason> {
+                    if svix {
+                        match text(&format!("svix-{n}")) {
+                            Err(Reason::Missing) => {}
+                            other => return other,
+                        }
+                    }
+                    text(&format!("webhook-{n}"))
+                };
+                let (id, ts, sig) = (named("id")?, named("timestamp")?, named("signature")?);
+                let sigs: Vec<Vec<u8>> = sig
+                    .split(' ')
+                    .filter_map(|e| e.strip_prefix("v1,"))
+                    .filter_map(|b| STANDARD.decode(b).ok())
+                    .collect();
+                if sigs.is_empty() {
+                    return Err(Reason::Malformed);
+                }
+                fresh(ts)?;
+                (Algorithm::Sha256, format!("{id}.{ts}.").into_bytes(), sigs)
+            }
+            Scheme::Custom(c) => {
+                let h = text(&c.header)?;
+                let enc = h.strip_prefix(c.prefix.as_str()).ok_or(Reason::Malformed)?;
+                let sig = match c.encoding {
+                    Encoding::Hex => hex::decode(enc.trim()).map_err(|_| Reason::Malformed)?,
+                    Encoding::Base64 => {
+                        STANDARD.decode(enc.trim()).map_err(|_| Reason::Malformed)?
+                    }
+                };
+                let ts = match &c.timestamp_header {
+                    Some(t) => {
+                        let ts = text(t)?;
+                        fresh(ts)?;
+                        Some(ts)
+                    }
+                    None => None,
+                };
+                let mut prefix = Vec::new();
+                for p in &c.signed {
+                    match p {
+                        Part::Text(t) => prefix.extend_from_slice(t.as_bytes()),
+                        Part::Timestamp => prefix.extend_from_slice(ts.unwrap_or("").as_bytes()),
+                        Part::Header(n) => {
+                            prefix.extend_from_slice(header(n).ok_or(Reason::Missing)?)
+                        }
+                    }
+                }
+                (c.algorithm, prefix, vec![sig])
+            }
+        };
+        let mut macs = Vec::with_capacity(secrets.len());
+        for s in secrets {
+            // Any key length is valid for HMAC: this never fails.
+            let mut m = Mac::new(alg, &s.0).ok_or(Reason::Mismatch)?;
+            m.update(&prefix);
+            macs.push(m);
+        }
+        Ok(Pending { macs, signatures })
+    }
+
+    /// A whole request at once: the native harness's path.
+    pub fn check<'h>(
+        &self,
+        secrets: &[Secret],
+        header: impl Fn(&str) -> Option<&'h [u8]>,
+        body: &[u8],
+        now_s: u64,
+    ) -> Result<(), Reason> {
+        let mut p = self.start(secrets, header, now_s)?;
+        p.update(body);
+        p.finish()
+    }
+}
+
+/// Decodes a `whsec_` secret as Standard Webhooks' libraries do: the
+/// prefix optional, the base64 padding too; `None` when it is not base64.
+pub fn whsec(value: &str) -> Option<Vec<u8>> {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let b64 = value.strip_prefix("whsec_").unwrap_or(value);
+    LENIENT.decode(b64).ok().filter(|k| !k.is_empty())
+}
+
+/// Parses a signed-content template: text with `{timestamp}` and
+/// `{header:NAME}` placeholders, ending in `{body}`.
+pub fn template(t: &str) -> Result<Vec<Part>, String> {
+    let Some(before) = t.strip_suffix("{body}") else {
+        return Err(format!(
+            "signed template {t:?} must end with {{body}} (the body is signed last, as it streams)"
+        ));
+    };
+    let mut parts = Vec::new();
+    let mut rest = before;
+    while let Some(open) = rest.find('{') {
+        if open > 0 {
+            parts.push(Part::Text(rest[..open].to_owned()));
+        }
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| format!("signed template {t:?} has an unclosed {{"))?;
+        let name = &rest[open + 1..open + close];
+        parts.push(match name {
+            "timestamp" => Part::Timestamp,
+            _ => match name.strip_prefix("header:") {
+                Some(h) if !h.is_empty() => Part::Header(h.to_ascii_lowercase()),
+                _ => {
+                    return Err(format!(
+                        "signed template {t:?}: unknown placeholder {{{name}}} (known: {{timestamp}}, {{header:NAME}}, {{body}} at the end)"
+                    ))
+                }
+            },
+        });
+        rest = &rest[open + close + 1..];
+    }
+    if !rest.is_empty() {
+        parts.push(Part::Text(rest.to_owned()));
+    }
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hmac256(key: &[u8], msg: &[u8]) -> Vec<u8> {
+        let mut m = Mac::new(Algorithm::Sha256, key).unwrap();
+        m.update(msg);
+        m.tag()
+    }
+
+    #[test]
+    fn github_over_chunks_and_rotation() {
+        let v = Verify {
+            scheme: Scheme::Github,
+            secrets: Secrets::All(vec![]),
+            tolerance_s: 300,
+            on_failure: OnFailure::Reject,
+        };
+        let body = b"{\"zen\":\"hi\"}";
+        let sig = format!("sha256={}", hex::encode(hmac256(b"new", body)));
+        let hdr = |n: &str| (n == "x-hub-signature-256").then_some(sig.as_bytes());
+        let secrets = [Secret(b"old".to_vec()), Secret(b"new".to_vec())];
+        let mut p = v.start(&secrets, hdr, 0).unwrap();
+        p.update(&body[..3]);
+        p.update(&body[3..]);
+        assert_eq!(p.finish(), Ok(()));
+        assert_eq!(v.check(&secrets[..1], hdr, body, 0), Err(Reason::Mismatch));
+        assert_eq!(
+            v.check(&secrets, hdr, b"{\"zen\":\"hI\"}", 0),
+            Err(Reason::Mismatch)
+        );
+        assert_eq!(v.check(&secrets, |_| None, body, 0), Err(Reason::Missing));
+        let bad = |n: &str| (n == "x-hub-signature-256").then_some(b"sha1=00".as_slice());
+        assert_eq!(v.check(&secrets, bad, body, 0), Err(Reason::Malformed));
+    }
+
+    #[test]
+    fn templates() {
+        assert_eq!(
+            template("v0:{timestamp}:{body}").unwrap(),
+            vec![
+                Part::Text("v0:".into()),
+                Part::Timestamp,
+                Part::Text(":".into())
+            ]
+        );
+        assert_eq!(
+            template("{header:X-Id}.{body}").unwrap(),
+            vec![Part::Header("x-id".into()), Part::Text(".".into())]
+        );
+        assert!(template("{body}.{timestamp}").is_err());
+        assert!(template("{nope}{body}").is_err());
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let s = Secret(b"whsec_topsecret".to_vec());
+        assert_eq!(format!("{s:?}"), "Secret(<redacted>)");
+    }
+}
