@@ -53,6 +53,10 @@ pub struct Plugin {
 /// headers, and nothing else of the headers is held.
 struct Waiting {
     plugin: Rc<Plugin>,
+    /// Its plugin's root context: whose budget it is charged to.
+    root: u32,
+    /// The body length it declared, if any: the buffer never grows past it.
+    declared: Option<usize>,
     source: usize,
     tenant: String,
     /// The values of the source's key headers (see `resolve::header_keys`).
@@ -103,20 +107,30 @@ impl Waiting {
 
 /// Everything one Wasm VM (one Envoy worker) keeps: its plugins, which
 /// plugin each request belongs to, the requests waiting for a body, and
-/// the bytes those hold.
+/// the bytes those hold, per plugin (each against its own max_held_bytes,
+/// so that one listener's uploads cannot fill another's budget).
 #[derive(Default)]
 pub struct Vm {
     plugins: HashMap<u32, Option<Rc<Plugin>>>,
     /// Request context → its plugin's root context.
     requests: HashMap<u32, u32>,
     waiting: HashMap<u32, Waiting>,
-    held: usize,
+    held: HashMap<u32, usize>,
 }
+
+/// What a declared body length reserves at the headers, at most: more is
+/// reserved as the bytes arrive, so that headers alone (a Content-Length and
+/// no body) cannot claim the budget.
+const RESERVE_UP_FRONT: usize = 16 * 1024;
 
 impl Vm {
     /// The bytes held now by requests waiting for their body.
     pub fn held(&self) -> usize {
-        self.held
+        self.held.values().sum()
+    }
+
+    fn held_by(&self, root: u32) -> usize {
+        self.held.get(&root).copied().unwrap_or(0)
     }
 
     /// How many requests wait for their body.
@@ -211,9 +225,11 @@ impl Vm {
         let spoofed = strip(host, &mut headers, Strip::Headers)?;
         let cfg = &plugin.config;
         let m = &plugin.metrics;
-        let method = text(&headers, ":method");
-        let path = text(&headers, ":path");
-        let (source, tenant) = match route::route(cfg, method, path) {
+        // Bytes that are not UTF-8 stay visible (as U+FFFD): a path is never
+        // read as empty, and so passed, for holding a byte such as 0xFF.
+        let method = lossy(&headers, ":method");
+        let path = lossy(&headers, ":path");
+        let (source, tenant) = match route::route(cfg, &method, &path) {
             Route::Pass => {
                 bump(host, m.spoofed_unrouted, spoofed);
                 return Ok(HeadersStatus::Continue);
@@ -243,8 +259,11 @@ impl Vm {
                 }
             }
         };
+        let root = self.requests.get(&context).copied().unwrap_or(0);
         let mut w = Waiting {
             plugin: plugin.clone(),
+            root,
+            declared: None,
             source,
             tenant: tenant.to_owned(),
             header_keys: keys.iter().map(|k| k.map(<[u8]>::to_vec)).collect(),
@@ -268,10 +287,15 @@ impl Vm {
             // Never wait for a body that will not be decoded or verified.
             return Ok(finish(host, w, Kept::TooLarge));
         }
-        // A declared length is reserved at once: the body never regrows.
-        let reserve = declared.filter(|_| src.keeps_body()).unwrap_or(0);
+        // A declared length is reserved as the body arrives, the first
+        // RESERVE_UP_FRONT bytes at once.
+        w.declared = declared;
+        let reserve = declared
+            .filter(|_| src.keeps_body())
+            .unwrap_or(0)
+            .min(RESERVE_UP_FRONT);
         let charge = w.overhead() + reserve;
-        if self.held.saturating_add(charge) > cfg.max_held_bytes {
+        if self.held_by(root).saturating_add(charge) > cfg.max_held_bytes {
             return Ok(self.busy(host, &w));
         }
         w.body.reserve_exact(reserve);
@@ -389,14 +413,17 @@ impl Vm {
     /// Puts a request (back) among the waiting, its bytes counted.
     fn hold(&mut self, context: u32, mut w: Waiting) {
         w.charged = w.overhead() + w.body.capacity();
-        self.held = self.held.saturating_add(w.charged);
+        let held = self.held.entry(w.root).or_insert(0);
+        *held = held.saturating_add(w.charged);
         self.waiting.insert(context, w);
     }
 
     /// Takes a waiting request out, its bytes given back to the budget.
     fn release(&mut self, context: u32) -> Option<Waiting> {
         let w = self.waiting.remove(&context)?;
-        self.held = self.held.saturating_sub(w.charged);
+        if let Some(held) = self.held.get_mut(&w.root) {
+            *held = held.saturating_sub(w.charged);
+        }
         Some(w)
     }
 
@@ -412,12 +439,17 @@ impl Vm {
         let new_cap = if !keeps || need <= cap {
             cap
         } else {
-            // Doubling, so that many small chunks do not copy the body each.
-            cap.saturating_mul(2).min(cfg.max_json_bytes).max(need)
+            // Doubling, so that many small chunks do not copy the body each;
+            // never past the declared length.
+            let limit = w
+                .declared
+                .unwrap_or(cfg.max_json_bytes)
+                .min(cfg.max_json_bytes);
+            cap.saturating_mul(2).min(limit).max(need)
         };
         let fresh = if new_cap > cap { new_cap } else { 0 };
         let peak = self
-            .held
+            .held_by(w.root)
             .saturating_add(w.charged)
             .saturating_add(fresh)
             .saturating_add(size);
@@ -517,6 +549,14 @@ fn data(s: HeadersStatus) -> DataStatus {
         HeadersStatus::Continue => DataStatus::Continue,
         HeadersStatus::StopIteration => DataStatus::StopNoBuffer,
     }
+}
+
+fn lossy<'h>(headers: &[(&str, &'h [u8])], name: &str) -> std::borrow::Cow<'h, str> {
+    let value = headers
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(&[][..], |(_, v)| v);
+    String::from_utf8_lossy(value)
 }
 
 fn text<'h>(headers: &[(&str, &'h [u8])], name: &str) -> &'h str {

@@ -15,15 +15,87 @@
 const DECODE_ROUNDS: usize = 4;
 
 /// The normalised segments of `raw` (a `:path`, query and fragment
-/// included): `None` when the path is too strange to read at all (escapes
-/// left after every decoding round), which the caller treats as "could be
-/// ours".
+/// included), dot segments resolved: `None` when the path is too strange
+/// to read at all (escapes left after every decoding round), which the
+/// caller treats as "could be ours".
 pub fn view(raw: &str) -> Option<Vec<String>> {
-    let mut bytes = strip_authority(raw.as_bytes()).to_vec();
-    // The query and fragment as sent; a decoded `?` is part of a segment.
-    if let Some(q) = bytes.iter().position(|&b| b == b'?' || b == b'#') {
-        bytes.truncate(q);
+    let segs = decoded_segments(strip_authority(raw.as_bytes()))?;
+    let mut out: Vec<String> = Vec::new();
+    for seg in segs {
+        resolve(&mut out, seg);
     }
+    Some(out)
+}
+
+/// Whether `raw` could mean a path under `prefix` (lowercase segments) to
+/// some server. Every reading counts, not only the fully normalised one: the
+/// path as sent (servers that route on it undecoded), the decoded segments
+/// before `.` and `..` are resolved (servers that decode but do not
+/// resolve), every step of the resolution, and each of those with a leading
+/// `//host` or `/\host` read as an authority (`new URL(path, base)`).
+pub fn under(raw: &str, prefix: &[String]) -> bool {
+    let starts = |segs: &[String]| {
+        segs.len() >= prefix.len() && segs.iter().zip(prefix).all(|(s, p)| s == p)
+    };
+    let as_sent: Vec<String> = cut_query(raw.as_bytes())
+        .split(|&b| b == b'/')
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+        .collect();
+    if starts(&as_sent) {
+        return true;
+    }
+    let bytes = raw.as_bytes();
+    let targets = [
+        strip_authority(bytes),
+        scheme_relative(bytes).unwrap_or(b""),
+    ];
+    for target in targets.iter().filter(|t| !t.is_empty()) {
+        let Some(segs) = decoded_segments(target) else {
+            return true;
+        };
+        let literal: Vec<String> = segs.iter().filter(|s| *s != ".").cloned().collect();
+        if starts(&literal) {
+            return true;
+        }
+        let mut stack = Vec::new();
+        for seg in segs {
+            resolve(&mut stack, seg);
+            if starts(&stack) {
+                return true;
+            }
+        }
+    }
+    starts(&[])
+}
+
+/// One step of dot-segment resolution.
+fn resolve(stack: &mut Vec<String>, seg: String) {
+    match seg.as_str() {
+        "." => {}
+        ".." => {
+            stack.pop();
+        }
+        _ => stack.push(seg),
+    }
+}
+
+/// The target without its query and fragment as sent (a decoded `?` is
+/// part of a segment).
+fn cut_query(b: &[u8]) -> &[u8] {
+    match b.iter().position(|&c| c == b'?' || c == b'#') {
+        Some(q) => &b[..q],
+        None => b,
+    }
+}
+
+/// The decoded, folded segments of a target, empty ones dropped, `.` and
+/// `..` kept: percent-decoding repeated until nothing changes, everything
+/// after a NUL dropped, `\` read as `/`, `;` parameters and what follows a
+/// `:` (Windows' alternate data streams) dropped, blanks and trailing dots
+/// trimmed, case folded.
+fn decoded_segments(target: &[u8]) -> Option<Vec<String>> {
+    let mut bytes = cut_query(target).to_vec();
     let mut rounds = 0;
     while let Some(decoded) = decode_once(&bytes) {
         rounds += 1;
@@ -36,29 +108,56 @@ pub fn view(raw: &str) -> Option<Vec<String>> {
     if let Some(nul) = bytes.iter().position(|&b| b == 0) {
         bytes.truncate(nul);
     }
-    let mut out: Vec<String> = Vec::new();
+    let mut out = Vec::new();
     for seg in bytes.split(|&b| b == b'/' || b == b'\\') {
         // Matrix parameters: `webhooks;a=b` is `webhooks` to Tomcat.
-        let seg = seg.split(|&b| b == b';').next().unwrap_or_default();
+        let seg = seg
+            .split(|&b| b == b';' || b == b':')
+            .next()
+            .unwrap_or_default();
         let seg = trim(seg);
-        match seg {
-            b"" | b"." => {}
-            b".." => {
-                out.pop();
-            }
-            _ => out.push(String::from_utf8_lossy(seg).to_ascii_lowercase()),
+        if seg.is_empty() {
+            continue;
+        }
+        if seg == b"." || seg == b".." {
+            out.push(String::from_utf8_lossy(seg).into_owned());
+            continue;
+        }
+        // Windows reads `webhooks.` and `webhooks ` as `webhooks`.
+        let mut end = seg.len();
+        while end > 0 && (seg[end - 1] == b'.' || seg[end - 1] == b' ') {
+            end -= 1;
+        }
+        if end > 0 {
+            out.push(fold(&seg[..end]));
         }
     }
     Some(out)
 }
 
-/// Whether `raw` could mean a path under `prefix` (lowercase segments) to
-/// some server.
-pub fn under(raw: &str, prefix: &[String]) -> bool {
-    match view(raw) {
-        None => true,
-        Some(segs) => segs.len() >= prefix.len() && segs.iter().zip(prefix).all(|(s, p)| s == p),
-    }
+/// Case folded as any server might: ASCII lowercase; a character whose
+/// lower or upper case is ASCII (the Kelvin sign, the long s, the dotless
+/// i) as that letter; a fullwidth form as its ASCII letter.
+fn fold(seg: &[u8]) -> String {
+    String::from_utf8_lossy(seg)
+        .chars()
+        .map(|c| {
+            if c.is_ascii() {
+                return c.to_ascii_lowercase();
+            }
+            if ('\u{FF01}'..='\u{FF5E}').contains(&c) {
+                let ascii = char::from_u32(u32::from(c) - 0xFEE0).unwrap_or(c);
+                return ascii.to_ascii_lowercase();
+            }
+            let lower: Vec<char> = c.to_lowercase().collect();
+            let upper: Vec<char> = c.to_uppercase().collect();
+            match (lower.as_slice(), upper.as_slice()) {
+                ([l], _) if l.is_ascii() => *l,
+                (_, [u]) if u.is_ascii() => u.to_ascii_lowercase(),
+                _ => c,
+            }
+        })
+        .collect()
 }
 
 /// An absolute-form target (`http://host/path`) is its path; anything else
@@ -70,7 +169,18 @@ fn strip_authority(raw: &[u8]) -> &[u8] {
     let Some(scheme_end) = find(raw, b"://") else {
         return raw;
     };
-    let after = &raw[scheme_end + 3..];
+    after_host(&raw[scheme_end + 3..])
+}
+
+/// `//host/path` or `/\host/path` read as a scheme-relative URL: the path.
+fn scheme_relative(raw: &[u8]) -> Option<&[u8]> {
+    match raw {
+        [b'/', b'/' | b'\\', rest @ ..] => Some(after_host(rest)),
+        _ => None,
+    }
+}
+
+fn after_host(after: &[u8]) -> &[u8] {
     match after.iter().position(|&b| b == b'/' || b == b'\\') {
         Some(slash) => &after[slash..],
         None => b"",
@@ -81,32 +191,22 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// One round of percent-decoding, with overlong two-byte UTF-8 forms of
-/// ASCII (`%C0%AE` for `.`) read as the ASCII they spell; `None` when
-/// nothing was decoded.
+/// One round of decoding: `%XX`, `%uXXXX` (IIS), and overlong UTF-8 forms
+/// of ASCII (`%C0%AE` for `.`, of two, three or four bytes) read as the
+/// ASCII they spell; `None` when nothing was decoded.
 fn decode_once(b: &[u8]) -> Option<Vec<u8>> {
-    if !b.contains(&b'%') && !has_overlong(b) {
+    if !b.contains(&b'%') && !b.iter().any(|&c| matches!(c, 0xC0 | 0xC1 | 0xE0 | 0xF0)) {
         return None;
     }
     let mut out = Vec::with_capacity(b.len());
     let mut changed = false;
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' {
-            if let (Some(h), Some(l)) = (hexval(b.get(i + 1)), hexval(b.get(i + 2))) {
-                out.push(h << 4 | l);
-                i += 3;
-                changed = true;
-                continue;
-            }
-        }
-        if let (0xC0 | 0xC1, Some(&c)) = (b[i], b.get(i + 1)) {
-            if c & 0xC0 == 0x80 {
-                out.push(((b[i] & 0x1F) << 6) | (c & 0x3F));
-                i += 2;
-                changed = true;
-                continue;
-            }
+        if let Some((decoded, used)) = escape(&b[i..]).or_else(|| overlong(&b[i..])) {
+            out.extend_from_slice(&decoded);
+            i += used;
+            changed = true;
+            continue;
         }
         out.push(b[i]);
         i += 1;
@@ -114,8 +214,39 @@ fn decode_once(b: &[u8]) -> Option<Vec<u8>> {
     changed.then_some(out)
 }
 
-fn has_overlong(b: &[u8]) -> bool {
-    b.iter().any(|&c| c == 0xC0 || c == 0xC1)
+/// `%XX` or `%uXXXX` at the start of `b`: the bytes it spells, and its length.
+fn escape(b: &[u8]) -> Option<(Vec<u8>, usize)> {
+    if b.first() != Some(&b'%') {
+        return None;
+    }
+    if let (Some(h), Some(l)) = (hexval(b.get(1)), hexval(b.get(2))) {
+        return Some((vec![h << 4 | l], 3));
+    }
+    if matches!(b.get(1), Some(b'u' | b'U')) {
+        let mut v = 0u32;
+        for k in 2..6 {
+            v = v << 4 | u32::from(hexval(b.get(k))?);
+        }
+        let c = char::from_u32(v).unwrap_or('\u{FFFD}');
+        return Some((c.to_string().into_bytes(), 6));
+    }
+    None
+}
+
+/// An overlong UTF-8 encoding of an ASCII byte at the start of `b`.
+fn overlong(b: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let cont = |k: usize| {
+        b.get(k)
+            .filter(|&&c| c & 0xC0 == 0x80)
+            .map(|&c| u32::from(c & 0x3F))
+    };
+    let (v, used) = match *b.first()? {
+        c @ (0xC0 | 0xC1) => ((u32::from(c & 0x1F) << 6) | cont(1)?, 2),
+        0xE0 => ((cont(1)? << 6) | cont(2)?, 3),
+        0xF0 => ((cont(1)? << 12) | (cont(2)? << 6) | cont(3)?, 4),
+        _ => return None,
+    };
+    (v < 0x80).then(|| (vec![v as u8], used))
 }
 
 fn hexval(c: Option<&u8>) -> Option<u8> {
@@ -193,7 +324,7 @@ mod tests {
             "/health",
             "/webhooksx/stripe",
             "/api/webhooks/stripe",
-            "/webhooks/../api",
+            "/api/x/../y",
             "/webhooks%3Fx/stripe",
             "http://example.com/",
             "*",
@@ -205,6 +336,25 @@ mod tests {
             "/WEBHOOKS/",
             "/webhooks/a/b/c",
             "/%77ebhooks/nope",
+            // Under the prefix to a reader that does not resolve dots.
+            "/webhooks/..",
+            "/webhooks/stripe/../..",
+            "/webhooks/stripe%2F..%2F..",
+            "/webhooks/stripe%3F/../..",
+            "/webhooks/../api",
+            // Scheme-relative: `new URL(path, base)` takes evil.com as a host.
+            "//evil.com/webhooks/stripe",
+            "/\\evil.com/webhooks/stripe",
+            // Unicode case folding, IIS escapes, fullwidth forms, overlong
+            // UTF-8, Windows' trailing dots and alternate data streams.
+            "/webhoo%E2%84%AAs/stripe",
+            "/webhook%C5%BF/stripe",
+            "/%u0077ebhooks/stripe",
+            "/%EF%BD%97ebhooks/stripe",
+            "/%E0%81%B7ebhooks/stripe",
+            "/webhooks./stripe",
+            "/webhooks%20./stripe",
+            "/webhooks::$DATA/stripe",
         ] {
             assert!(under(p, &prefix), "{p}");
         }

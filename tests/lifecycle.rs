@@ -810,3 +810,70 @@ fn a_body_too_large_to_verify_is_413_or_flagged() {
         Some("false")
     );
 }
+
+#[test]
+fn a_path_that_is_not_utf8_is_never_read_as_empty() {
+    for (path, want) in [
+        (&b"/webhooks/stripe?x=\xff"[..], None),
+        (&b"/webhooks/stripe\xff"[..], Some(404)),
+        (&b"/webhooks/\xff/../stripe"[..], Some(404)),
+    ] {
+        let (mut vm, mut host) = boot(CONFIG);
+        vm.on_context_create(2, ROOT);
+        host.headers = vec![
+            (":method".into(), b"POST".to_vec()),
+            (":path".into(), path.to_vec()),
+        ];
+        vm.on_request_headers(&mut host, 2, true);
+        let status = host.replies.first().map(|(_, r)| r.status);
+        assert_eq!(status, want, "{}", String::from_utf8_lossy(path));
+        if want.is_none() {
+            assert_eq!(
+                stamp(&host, "x-hookstamp-source").as_deref(),
+                Some("stripe")
+            );
+        }
+    }
+    let (mut vm, mut host) = boot(CONFIG);
+    vm.on_context_create(2, ROOT);
+    host.headers = vec![
+        (":method".into(), b"PO\xffST".to_vec()),
+        (":path".into(), b"/webhooks/stripe".to_vec()),
+    ];
+    vm.on_request_headers(&mut host, 2, true);
+    assert_eq!(replied(&host), vec![405]);
+}
+
+#[test]
+fn headers_alone_cannot_claim_the_budget_and_plugins_keep_their_own() {
+    let (mut vm, mut host) = boot(
+        r#"{"max_json_bytes": 100000, "max_held_bytes": 300000,
+        "sources": [{"id": "s", "dedupe": "stripe"}]}"#,
+    );
+    // Declaring 100 000 bytes and sending none reserves at most 16 KiB.
+    for ctx in 2..12 {
+        start(
+            &mut vm,
+            &mut host,
+            ctx,
+            &post("/webhooks/s", &[("content-length", "100000")]),
+            false,
+        );
+    }
+    assert!(host.replies.is_empty(), "{:?}", host.replies);
+    assert!(vm.held() < 11 * 16 * 1024);
+    // Another plugin in the same VM has its budget to itself.
+    host.config = br#"{"max_json_bytes": 1000, "max_held_bytes": 3000, "sources": [{"id": "s", "dedupe": "stripe"}]}"#.to_vec();
+    vm.on_context_create(50, 0);
+    assert!(vm.on_configure(&mut host, 50));
+    vm.on_context_create(51, 50);
+    host.headers = post("/webhooks/s", &[("content-length", "1000")])
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(
+        vm.on_request_headers(&mut host, 51, false),
+        HeadersStatus::StopIteration
+    );
+    assert!(host.replies.is_empty());
+}

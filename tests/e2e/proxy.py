@@ -21,6 +21,7 @@ WASM = Path(os.environ.get("HOOKSTAMP_WASM", ROOT / "target" / "hookstamp.wasm")
 STATS_TAGS = [
     {"tag_name": "source", "regex": r"(\.source=([A-Za-z0-9._-]+);)"},
     {"tag_name": "sink", "regex": r"(\.sink=([0-9]+);)"},
+    {"tag_name": "reason", "regex": r"(\.reason=([a-z_]+);)"},
 ]
 
 
@@ -57,7 +58,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wasm_filter(plugin_config, wasm=None):
+def wasm_filter(plugin_config, wasm=None, env=None, host_env=()):
+    """The filter's config; `env` ({name: value}) and `host_env` (names of
+    Envoy's own environment variables) reach the VM's environment, where
+    the filter reads its secrets."""
+    vm_env = {}
+    if env:
+        vm_env["key_values"] = env
+    if host_env:
+        vm_env["host_env_keys"] = list(host_env)
     return {
         "name": "envoy.filters.http.wasm",
         "typed_config": {
@@ -75,6 +84,7 @@ def wasm_filter(plugin_config, wasm=None):
                     "vm_id": "hookstamp",
                     "runtime": "envoy.wasm.runtime.v8",
                     "code": {"local": {"filename": str(wasm or WASM)}},
+                    **({"environment_variables": vm_env} if vm_env else {}),
                 },
             },
         },
@@ -84,13 +94,13 @@ def wasm_filter(plugin_config, wasm=None):
 ROUTE_UPSTREAM = {"cluster": "upstream", "timeout": "30s"}
 
 
-def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None):
+def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None, env=None):
     """A listener with the filter (none when plugin_config is None) before
     the router; `direct` answers 200 from Envoy instead of the upstream.
     A buffer_limit of None leaves Envoy's default (1 MiB). No path
     normalisation and trailers forwarded: what is tested is the filter's
     own defence."""
-    filters = [] if plugin_config is None else [wasm_filter(plugin_config, wasm)]
+    filters = [] if plugin_config is None else [wasm_filter(plugin_config, wasm, env)]
     if direct:
         # Answer only once the whole request is in: a direct_response sent
         # before the body ends would close the connection on HTTP/1.1.
@@ -127,19 +137,20 @@ def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None):
     }
 
 
-def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None):
+def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None, env=None):
     """One listener per plugin config: {name: (port, config or None)}, or
     (port, config, buffer limit) for a listener of its own buffer limit
     (None: Envoy's default), or (port, config, buffer limit, module) for a
     listener that loads another module; `wasm` replaces the built
-    hookstamp.wasm everywhere else."""
+    hookstamp.wasm everywhere else; `env` ({name: value}) is every VM's
+    environment, where secrets are read."""
     biggest = max([v[1].get("max_json_bytes", 1048576) for v in configs.values() if isinstance(v[1], dict)] + [1048576])
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
         "stats_config": {"stats_tags": STATS_TAGS},
         "static_resources": {
             "listeners": [listener(n, v[0], v[1], v[2] if len(v) > 2 else 2 * biggest + 65536, direct,
-                                   v[3] if len(v) > 3 else wasm)
+                                   v[3] if len(v) > 3 else wasm, env)
                           for n, v in configs.items()],
             "clusters": [{
                 "name": "upstream", "type": "STATIC", "connect_timeout": "1s",
