@@ -4,6 +4,7 @@
 //! native harness (`hookstamp check` / `hookstamp stamp`) and the tests run
 //! exactly the code the filter runs.
 
+pub mod affinity;
 pub mod config;
 pub mod dedupe;
 pub mod host;

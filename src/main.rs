@@ -133,8 +133,8 @@ fn body_sources(l: &Loaded) -> Vec<String> {
         .filter(|s| s.needs_body())
         .map(|s| {
             format!(
-                "source '{}': its keys come from the JSON body, which needs allow_on_headers_stop_iteration: true; \
-                 Istio's WasmPlugin cannot set it (use the EnvoyFilter form, or header keys)",
+                "source '{}': it reads the body (JSON keys or a signature), which needs allow_on_headers_stop_iteration: true; \
+                 Istio's WasmPlugin cannot set it (use the EnvoyFilter form, or header keys without verify)",
                 s.id
             )
         })

@@ -1,5 +1,6 @@
 //! From a routed request to its stamps: the whole per-request rule.
 
+use crate::affinity::{self, Affinity};
 use crate::config::{Config, Source};
 use crate::dedupe::MAX_DEDUPE_KEY;
 use crate::json::{self, Scalar};
@@ -199,6 +200,8 @@ pub fn stamp<'a>(
             Cow::Borrowed(if v { "true" } else { "false" }),
         ));
     }
+    // The stamped dedupe key, which a dedupe affinity hashes.
+    let mut dedupe_key: Option<Cow<'a, [u8]>> = None;
     if let Some(d) = src.dedupe.as_ref().filter(|_| verified != Some(false)) {
         match lookup(&d.key, true) {
             Some(raw) => {
@@ -207,10 +210,12 @@ pub fn stamp<'a>(
                 h.push((stamps::DEDUPE_KEY, stamps::encode_key(&k)));
                 h.push((stamps::DEDUPE_TTL_MS, Cow::Borrowed(&d.ttl_ms)));
                 h.push((stamps::IDEMPOTENCY_KEY, idem));
+                dedupe_key = Some(k);
             }
             None => out.dedupe_key_missing = true,
         }
     }
+    let mut affinity: Option<Cow<'a, str>> = None;
     for lane in &src.lanes {
         let k = lane
             .key
@@ -218,10 +223,14 @@ pub fn stamp<'a>(
             .and_then(|ks| lookup(ks, false))
             .map(|raw| key::cap(raw, MAX_LANE_KEY));
         let [id_name, key_name, group_name] = &lane.names;
+        let node_local = src.affinity == Some(Affinity::Lane(lane.sink));
         match k {
             Some(k) => {
                 let id = lanes::hex(&lanes::lane_id(lane.sink, &src.id, Some(&k)));
                 let encoded = stamps::encode_key(&k);
+                if node_local {
+                    affinity = Some(Cow::Owned(id.clone()));
+                }
                 h.push((id_name, Cow::Owned(id)));
                 h.push((key_name, encoded.clone()));
                 // A keyed lane's group is its stamped key.
@@ -232,11 +241,24 @@ pub fn stamp<'a>(
                     out.lane_keys_missing.push(lane.sink);
                 }
                 let group = lanes::keyless_group(tenant, &src.id);
+                if node_local {
+                    affinity = Some(Cow::Borrowed(&lane.keyless_id));
+                }
                 h.push((id_name, Cow::Borrowed(&lane.keyless_id)));
                 h.push((key_name, Cow::Borrowed("")));
                 h.push((group_name, Cow::Owned(stamps::encode_string(group))));
             }
         }
+    }
+    if let Some(a) = src.affinity {
+        let value = match (a, affinity) {
+            (Affinity::Lane(_), Some(id)) => id,
+            (Affinity::Dedupe, _) => {
+                Cow::Owned(affinity::hex(tenant, &src.id, dedupe_key.as_deref()))
+            }
+            _ => Cow::Owned(affinity::hex(tenant, &src.id, None)),
+        };
+        h.push((stamps::AFFINITY, value));
     }
     out
 }

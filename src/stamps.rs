@@ -12,6 +12,9 @@ pub const VERIFIED: &str = "x-hookstamp-verified";
 pub const DEDUPE_KEY: &str = "x-hookstamp-dedupe-key";
 pub const DEDUPE_TTL_MS: &str = "x-hookstamp-dedupe-ttl-ms";
 pub const IDEMPOTENCY_KEY: &str = "x-hookstamp-idempotency-key";
+/// With `"affinity": true`: the key a consistent-hash load balancer maps
+/// to one queue node (see `affinity`).
+pub const AFFINITY: &str = "x-hookstamp-affinity";
 
 /// Whether a header name is in the stamp namespace: any casing, and `_`
 /// read as `-` (gunicorn and others fold `x_hookstamp_dedupe_key` into

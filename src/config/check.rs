@@ -35,6 +35,7 @@ const TOP_LEVEL: &[&str] = &[
     "max_held_bytes",
     "max_hold_ms",
     "delivery",
+    "affinity",
     "sources",
 ];
 
@@ -158,6 +159,17 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         &[("queued", Delivery::Queued), ("direct", Delivery::Direct)],
         d,
     );
+    let affinity = match field(obj, "affinity") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            d.push(
+                &Scope::Config,
+                format!("affinity must be true or false, got {other}"),
+            );
+            false
+        }
+    };
     let mut sources = Vec::new();
     match obj.get("sources").map(Value::as_array) {
         None => d.push(&Scope::Config, "sources is required"),
@@ -168,6 +180,7 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
                     index: i,
                     delivery,
                     routing,
+                    affinity,
                     env,
                 };
                 if let Some(src) = check_source(&ctx, s, d) {
@@ -262,6 +275,8 @@ struct SourceCtx<'e> {
     index: usize,
     delivery: Delivery,
     routing: Routing,
+    /// The top-level `affinity` switch.
+    affinity: bool,
     env: Env<'e>,
 }
 
@@ -295,6 +310,7 @@ fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
             "verify",
             "store_headers",
             "sinks",
+            "affinity",
         ],
         &scope,
         d,
@@ -355,6 +371,16 @@ fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
         }
         tenants = Some(keyed);
     }
+    let ordered = Ordered::of(field(obj, "sinks"));
+    let affinity = super::affinity::check(
+        field(obj, "affinity"),
+        ctx.affinity,
+        &lanes,
+        &ordered,
+        dedupe.is_some(),
+        &scope,
+        d,
+    );
     Some(Source {
         id,
         tenant,
@@ -364,7 +390,30 @@ fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
         headers: reads.headers,
         verify,
         tenants,
+        affinity,
     })
+}
+
+/// How many sinks a source has, and which are ordered (even those whose
+/// lane an error dropped), for the affinity check's errors.
+pub(super) struct Ordered {
+    pub count: usize,
+    pub ordered: Vec<usize>,
+}
+
+impl Ordered {
+    fn of(sinks: Option<&Value>) -> Self {
+        let list = sinks.and_then(Value::as_array).map_or(&[][..], |l| &l[..]);
+        Ordered {
+            count: list.len(),
+            ordered: list
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.get("ordered") == Some(&Value::Bool(true)))
+                .map(|(i, _)| i)
+                .collect(),
+        }
+    }
 }
 
 /// A tenant allow-list: only on a `tenant_path` route.

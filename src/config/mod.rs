@@ -1,12 +1,14 @@
 //! The filter's configuration: the checked types, and `load`, which parses
 //! and checks a configuration once, at load (see `check`).
 
+mod affinity;
 mod check;
 mod diag;
 mod verify;
 
 pub use diag::{Diag, Scope};
 
+use crate::affinity::Affinity;
 use crate::dedupe::Dedupe;
 use crate::json::Path;
 use crate::lanes::Lane;
@@ -74,6 +76,8 @@ pub struct Source {
     /// On a `tenant_path` route, the only tenants it accepts (from
     /// `tenants`, or the tenants of per-tenant secrets); `None`: any.
     pub tenants: Option<Vec<String>>,
+    /// What its affinity stamp carries; `None` when affinity is off.
+    pub affinity: Option<Affinity>,
 }
 
 impl Source {

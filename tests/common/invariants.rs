@@ -46,6 +46,16 @@ pub fn check<'a>(
         .filter(|(n, _)| n.starts_with("x-hookstamp-lane-"))
         .count();
     assert_eq!(lane_headers, 3 * lanes, "one triple per ordered sink");
+    // With affinity on, never absent: a missing hash header makes Envoy
+    // pick a random host.
+    if cfg.sources[*source].affinity.is_some() {
+        let a = stamped
+            .headers
+            .iter()
+            .find(|(n, _)| *n == "x-hookstamp-affinity");
+        let a = a.expect("an affinity stamp");
+        assert!(a.1.len() == 32 && a.1.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
     for (name, value) in &stamped.headers {
         assert!(
             value.bytes().all(|c| (0x21..=0x7e).contains(&c)),

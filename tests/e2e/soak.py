@@ -3,7 +3,10 @@ case kind of the tables, many sources, tenants and lanes, a third of them
 with spoofed stamps) at C concurrent connections against Envoy and a
 recording upstream. Checks: every request answered, none lost or duplicated
 (count sent = count received), no 5xx, every recorded stamp equal to what
-`hookstamp batch` computes for that request, Envoy's memory flat.
+`hookstamp batch` computes for that request, Envoy's memory flat. A tenth
+of the requests are signed ones (tests/e2e/signing.py, made now), half of
+them forged: none of those reaches the upstream where the source rejects,
+and none carries a dedupe key where it flags.
 `make soak` (200 000 requests); make test runs a short form."""
 
 import argparse
@@ -18,6 +21,7 @@ import time
 import uuid
 
 import proxy
+import signing
 import upstream
 from cases import HARNESS, body_of, tables
 
@@ -28,6 +32,8 @@ SPOOF = [("x-hookstamp-lane-0", "forged"), ("X-Hookstamp-Dedupe-Key", "forged"),
 def templates():
     out = []
     for name, table in tables():
+        if "now" in table:
+            continue  # made at a fixed time: see signed()
         for case in table["cases"]:
             req = case["request"]
             body = body_of(req) or b""
@@ -50,7 +56,21 @@ def variant(rng, tpl):
             "headers": headers, "body": body, "id": uuid.uuid4().hex}
 
 
-def expected(configs, reqs):
+def signed(rng, n, now):
+    """`n` signed requests (GitHub's aside: its signer is a node process a
+    request), half of them forged, each with its own event."""
+    recipes = [r for r in signing.RECIPES if r[1] != "github"]
+    out = []
+    for i in range(n):
+        name, src, how = recipes[rng.randrange(len(recipes))]
+        req, _ = signing.build(src, how, now, n=rng.randrange(10**9), margin=60)
+        out.append({"table": "verify", "method": "POST", "path": req["path"], "headers": req["headers"],
+                    "body": req["body"].encode(), "id": uuid.uuid4().hex,
+                    "forged": how not in signing.ACCEPTED, "flag": src == "stripe_flag"})
+    return out
+
+
+def expected(configs, reqs, now):
     """`hookstamp batch` per table, in one process call each."""
     by_table = {}
     for i, r in enumerate(reqs):
@@ -63,8 +83,9 @@ def expected(configs, reqs):
             lines = "".join(json.dumps({"method": reqs[i]["method"], "path": reqs[i]["path"],
                                         "headers": reqs[i]["headers"],
                                         "body_hex": reqs[i]["body"].hex()}) + "\n" for i in idx)
-            res = subprocess.run([str(HARNESS), "batch", cfg.name], input=lines, text=True,
-                                 capture_output=True, check=True).stdout.splitlines()
+            res = subprocess.run([str(HARNESS), "batch", cfg.name, "--now", str(now)], input=lines, text=True,
+                                 capture_output=True, check=True,
+                                 env={**__import__("os").environ, **signing.SECRETS}).stdout.splitlines()
         for i, line in zip(idx, res):
             out[i] = json.loads(line)
     return out
@@ -130,11 +151,14 @@ def main():
     tpls = templates()
     up = upstream.start()
     configs = {name: (proxy.free_port(), t["config"]) for name, t in tables()}
-    envoy = proxy.Envoy(proxy.bootstrap(configs, up.server_address[1], proxy.free_port()))
+    envoy = proxy.Envoy(proxy.bootstrap(configs, up.server_address[1], proxy.free_port(), env=signing.SECRETS))
     try:
-        reqs = [variant(rng, tpls[i % len(tpls)]) for i in range(args.requests)]
+        now = int(time.time())
+        n_signed = args.requests // 10
+        reqs = [variant(rng, tpls[i % len(tpls)]) for i in range(args.requests - n_signed)]
+        reqs += signed(rng, n_signed, now)
         rng.shuffle(reqs)
-        want = expected(configs, reqs)
+        want = expected(configs, reqs, now)
         ports = {n: p for n, (p, _) in configs.items()}
         rss = []
         started = time.time()
@@ -153,7 +177,15 @@ def main():
 
 def report(args, reqs, want, results, up, took, rss, envoy):
     mismatches, five, rejects, unanswered = [], 0, 0, 0
+    forged_through = forged_keyed = forged = 0
     for r, w, res in zip(reqs, want, results):
+        rec = up.records.get(r["id"])
+        if r.get("forged"):
+            forged += 1
+            if rec is not None and not r["flag"]:
+                forged_through += 1
+            if rec is not None and any(n == "x-hookstamp-dedupe-key" for n, _ in rec["stamps"]):
+                forged_keyed += 1
         if res is None:
             unanswered += 1
             continue
@@ -177,14 +209,16 @@ def report(args, reqs, want, results, up, took, rss, envoy):
           f"configurations, {took:.1f} s ({len(reqs) / took:.0f} req/s)")
     print(f"  sent to the upstream (stamped or passed): {forwarded}, received: {up.count}, "
           f"distinct: {len(up.records)}")
-    print(f"  answered by the filter (404, 405): {rejects}; 5xx: {five}; unanswered: {unanswered}")
+    print(f"  answered by the filter (401, 404, 405, 413): {rejects}; 5xx: {five}; unanswered: {unanswered}")
     print(f"  stamps different from `hookstamp batch`: {len(mismatches)}")
+    print(f"  forged signatures: {forged}; reached the upstream of a rejecting source: {forged_through}; "
+          f"carried a dedupe key: {forged_keyed}")
     print(f"  Envoy RSS: {rss[0] / 1024:.1f} MiB after 10% of the run, {rss[-1] / 1024:.1f} MiB at the end")
     for m in mismatches[:5]:
         if m:
             print("  MISMATCH", json.dumps({"request": {**m[0], "body": m[0]["body"][:200].decode('latin-1')},
                                            "want": m[1], "status": m[2][0], "record": m[3]})[:2000])
-    failed = (mismatches or five or unanswered or up.count != forwarded
+    failed = (mismatches or five or unanswered or forged_through or forged_keyed or up.count != forwarded
               or len(up.records) != forwarded or rss[-1] > rss[0] * 1.10 + 4096)
     print("soak: FAILED" if failed else "soak: ok")
     sys.exit(1 if failed else 0)

@@ -4,6 +4,7 @@ HTTP/2 trailers, metrics, refused configs). Envoy missing is a failure."""
 
 import hashlib
 import json
+import os
 import re
 import socket
 import subprocess
@@ -377,14 +378,14 @@ def istio_docs():
     return {p.stem: yaml.safe_load(p.read_text()) for p in (ROOT / "envoy" / "istio").glob("*.yaml")}
 
 
-def check_config(config, *flags, code=0):
+def check_config(config, *flags, code=0, env=None):
     """`hookstamp check` over a plugin configuration; returns (stdout, stderr)."""
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         f.write(config if isinstance(config, str) else json.dumps(config))
         f.flush()
         r = subprocess.run([str(ROOT / "target" / "debug" / "hookstamp"), "check", f.name, *flags],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env={**os.environ, **(env or {})})
         assert r.returncode == code, r.stderr
         return r.stdout, r.stderr
 
@@ -396,7 +397,12 @@ def test_istio_envoyfilter_wasm_config_validates(tmp_path):
     cfg = wasm["config"]
     assert cfg["allow_on_headers_stop_iteration"] is True
     assert cfg["failure_policy"] == "FAIL_CLOSED"
-    check_config(cfg["configuration"]["value"])
+    # The secret comes from the sidecar's environment: check says so when
+    # it is missing, and passes with it set.
+    secret_var = cfg["vm_config"]["environment_variables"]["host_env_keys"][0]
+    _, err = check_config(cfg["configuration"]["value"], code=1)
+    assert f"the environment variable {secret_var} is not set" in err
+    check_config(cfg["configuration"]["value"], env={secret_var: "whsec_example"})
     # The same filter, with the module as a local file, in a bootstrap.
     cfg["vm_config"]["code"] = {"local": {"filename": str(proxy.WASM)}}
     boot = proxy.bootstrap({"x": (proxy.free_port(), {"sources": []})}, 1, proxy.free_port())
@@ -415,7 +421,7 @@ def test_istio_wasmplugin_is_header_keyed_only():
     # The WasmPlugin form cannot hold headers for a body: no json keys.
     assert check_config(config, "--deployment", "wasmplugin")[0] == "ok for a WasmPlugin deployment\n"
     _, err = check_config(TABLES["stripe"]["config"], "--deployment", "wasmplugin", code=1)
-    assert "source 'stripe': its keys come from the JSON body" in err
+    assert "source 'stripe': it reads the body (JSON keys or a signature)" in err
     assert "allow_on_headers_stop_iteration" in err
 
 
