@@ -135,27 +135,22 @@ fn decoded_segments(target: &[u8]) -> Option<Vec<String>> {
     Some(out)
 }
 
-/// Case folded as any server might: ASCII lowercase; a character whose
-/// lower or upper case is ASCII (the Kelvin sign, the long s, the dotless
-/// i) as that letter; a fullwidth form as its ASCII letter.
+/// Case folded as any server might: ASCII lowercase; the four characters
+/// whose Unicode case mapping is ASCII (the Kelvin sign, the long s, the
+/// dotless i and the dotted capital I) as that letter; a fullwidth form as
+/// its ASCII letter. (A table of four, not Unicode's case tables: those
+/// would add tens of KiB to the module.)
 fn fold(seg: &[u8]) -> String {
     String::from_utf8_lossy(seg)
         .chars()
-        .map(|c| {
-            if c.is_ascii() {
-                return c.to_ascii_lowercase();
-            }
-            if ('\u{FF01}'..='\u{FF5E}').contains(&c) {
-                let ascii = char::from_u32(u32::from(c) - 0xFEE0).unwrap_or(c);
-                return ascii.to_ascii_lowercase();
-            }
-            let lower: Vec<char> = c.to_lowercase().collect();
-            let upper: Vec<char> = c.to_uppercase().collect();
-            match (lower.as_slice(), upper.as_slice()) {
-                ([l], _) if l.is_ascii() => *l,
-                (_, [u]) if u.is_ascii() => u.to_ascii_lowercase(),
-                _ => c,
-            }
+        .map(|c| match c {
+            '\u{212A}' => 'k',
+            '\u{017F}' => 's',
+            '\u{0131}' | '\u{0130}' => 'i',
+            '\u{FF01}'..='\u{FF5E}' => char::from_u32(u32::from(c) - 0xFEE0)
+                .unwrap_or(c)
+                .to_ascii_lowercase(),
+            _ => c.to_ascii_lowercase(),
         })
         .collect()
 }

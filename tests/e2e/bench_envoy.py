@@ -58,6 +58,7 @@ ENVOYS = {  # name: (wasm or None for no filter, plugin config)
     "n8": (NOOP, 8),
     "b": (proxy.WASM, {"prefix": "/elsewhere", "sources": []}),
     "c": (proxy.WASM, GITHUB),
+    "c+": (proxy.WASM, dict(GITHUB, affinity=True)),
     "d": (proxy.WASM, STRIPE),
     "v": (proxy.WASM, VERIFIED),
 }
@@ -89,6 +90,7 @@ CASES = [  # label, description, envoy, path, headers, body
     ("n8", "empty + 8 header adds", "n8", "/webhooks/github", GH, b"{}"),
     ("b", "hookstamp, no sources", "b", "/webhooks/github", GH, b"{}"),
     ("c", "github header source", "c", "/webhooks/github", GH, b"{}"),
+    ("c+", "(c) + affinity stamp", "c+", "/webhooks/github", GH, b"{}"),
     ("d", "stripe 1 KiB json", "d", "/webhooks/stripe", JSON, event(1024)),
     ("e", "stripe 64 KiB json", "d", "/webhooks/stripe", JSON, event(65536)),
     ("v", "(d), signature verified", "v", "/webhooks/stripe", JSON + stripe_signature(event(1024)), event(1024)),

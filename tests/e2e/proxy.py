@@ -170,7 +170,7 @@ def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None, env=N
 class Envoy:
     """A running Envoy; `proc.returncode` is set if it exited."""
 
-    def __init__(self, boot, ready_port=None, timeout=30, prefix=()):
+    def __init__(self, boot, ready_port=None, timeout=30, prefix=(), concurrency=1):
         """`prefix` runs Envoy under a tool (valgrind, say)."""
         self.dir = tempfile.mkdtemp(prefix="hookstamp-envoy-")
         self.cfg = Path(self.dir) / "envoy.json"
@@ -179,7 +179,7 @@ class Envoy:
         self.admin = boot["admin"]["address"]["socket_address"]["port_value"]
         exe = [*prefix, envoy_exe()] if prefix else [envoy_bin()]
         self.proc = subprocess.Popen(
-            [*exe, "-c", str(self.cfg), "--concurrency", "1",
+            [*exe, "-c", str(self.cfg), "--concurrency", str(concurrency),
              "--base-id", str(random.randint(1000, 60000)), "-l", "info",
              "--log-path", str(self.log)],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)

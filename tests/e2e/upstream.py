@@ -28,6 +28,8 @@ class Recorder(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.records = {}  # x-test-id -> record
         self.count = 0
+        # A queue node's health, as its /healthz answers it.
+        self.healthy = True
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -53,6 +55,11 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("content-length", 0) or 0)), []
 
     def handle_any(self):
+        if self.path == "/healthz":
+            self.send_response(200 if self.server.healthy else 503)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
         body, trailers = self.read_body()
         delay = self.headers.get("x-test-delay-ms")
         if delay:
@@ -69,6 +76,7 @@ class Handler(BaseHTTPRequestHandler):
         }
         with self.server.lock:
             self.server.count += 1
+            record["seq"] = self.server.count
             tid = self.headers.get("x-test-id")
             if tid:
                 self.server.records[tid] = record
@@ -90,7 +98,7 @@ def is_stamp(name):
 
 def render(record):
     """The record as JSON, one stamp a line, for people reading curl output."""
-    head = {k: v for k, v in record.items() if k not in ("stamps", "trailers")}
+    head = {k: v for k, v in record.items() if k not in ("stamps", "trailers", "seq")}
     rows = ",\n".join(f"  {json.dumps(s)}" for s in record["stamps"])
     return json.dumps(head)[:-1] + ',\n "stamps": [\n' + rows + "\n ]}\n"
 
