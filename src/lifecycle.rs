@@ -155,13 +155,7 @@ impl Vm {
             Ok(_) => return refuse(host, &["config: the plugin configuration is empty".into()]),
             Err(e) => return refuse(host, &[format!("config: cannot read it: {e}")]),
         };
-        let Ok(text) = std::str::from_utf8(&raw) else {
-            return refuse(
-                host,
-                &["config: the plugin configuration is not UTF-8".into()],
-            );
-        };
-        let loaded = match config::load(text) {
+        let loaded = match config::load_plugin_config(&raw) {
             Ok(l) => l,
             Err(errs) => return refuse(host, &errs),
         };

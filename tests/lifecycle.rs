@@ -877,3 +877,25 @@ fn headers_alone_cannot_claim_the_budget_and_plugins_keep_their_own() {
     );
     assert!(host.replies.is_empty());
 }
+
+#[test]
+fn a_struct_configuration_loads_as_its_json_does() {
+    let v: serde_json::Value = serde_json::from_str(CONFIG).unwrap();
+    let mut host = MockHost {
+        config: hookstamp::config::structpb::encode(&v),
+        ..MockHost::default()
+    };
+    let mut vm = Vm::default();
+    vm.on_context_create(ROOT, 0);
+    assert!(vm.on_configure(&mut host, ROOT), "{:?}", host.log);
+    host.config = vec![0x12, 0x03, b'a', b'b'];
+    vm.on_context_create(50, 0);
+    assert!(!vm.on_configure(&mut host, 50));
+    assert!(
+        host.log
+            .iter()
+            .any(|(_, m)| m.contains("neither JSON text")),
+        "{:?}",
+        host.log
+    );
+}

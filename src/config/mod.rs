@@ -4,6 +4,7 @@
 mod affinity;
 mod check;
 mod diag;
+pub mod structpb;
 mod verify;
 
 pub use diag::{Diag, Scope};
@@ -171,7 +172,34 @@ pub fn load_with_env(
         Ok(v) => v,
         Err(e) => return Err(vec![format!("config: not valid JSON: {e}")]),
     };
-    let (config, diags, warned) = check::check(&value, env);
+    load_value(&value, env)
+}
+
+/// The plugin configuration as Envoy hands it over: JSON text (a
+/// `google.protobuf.StringValue`), or a `google.protobuf.Struct` in its
+/// protobuf wire form (a filter configured in YAML). Secrets from the
+/// process's environment.
+pub fn load_plugin_config(raw: &[u8]) -> Result<Loaded, Vec<String>> {
+    let env = |name: &str| std::env::var(name).ok();
+    let text = std::str::from_utf8(raw).ok();
+    match text.map(str::trim_start) {
+        Some(t) if t.starts_with('{') || t.starts_with('[') => load_with_env(t, &env),
+        _ => match structpb::decode(raw) {
+            Ok(value) => load_value(&value, &env),
+            Err(e) => Err(vec![format!(
+                "config: the plugin configuration is neither JSON text (a google.protobuf.StringValue) \
+                 nor a google.protobuf.Struct, the two types that work: as a Struct, {} at byte {}",
+                e.what, e.at
+            )]),
+        },
+    }
+}
+
+fn load_value(
+    value: &serde_json::Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Loaded, Vec<String>> {
+    let (config, diags, warned) = check::check(value, env);
     match config {
         Some(config) if diags.is_empty() => {
             let mut warnings: Vec<String> = warned.iter().map(Diag::to_string).collect();

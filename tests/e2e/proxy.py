@@ -58,7 +58,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wasm_filter(plugin_config, wasm=None, env=None, host_env=()):
+def wasm_filter(plugin_config, wasm=None, env=None, host_env=(), struct=False):
     """The filter's config; `env` ({name: value}) and `host_env` (names of
     Envoy's own environment variables) reach the VM's environment, where
     the filter reads its secrets."""
@@ -74,10 +74,12 @@ def wasm_filter(plugin_config, wasm=None, env=None, host_env=()):
             "config": {
                 "name": "hookstamp",
                 "root_id": "hookstamp",
-                "configuration": {
-                    "@type": "type.googleapis.com/google.protobuf.StringValue",
-                    "value": json.dumps(plugin_config),
-                },
+                # JSON text in a StringValue, or (struct) the configuration as a
+                # google.protobuf.Struct, as YAML in a bootstrap gives it.
+                "configuration": ({"@type": "type.googleapis.com/google.protobuf.Struct", "value": plugin_config}
+                                  if struct else
+                                  {"@type": "type.googleapis.com/google.protobuf.StringValue",
+                                   "value": json.dumps(plugin_config)}),
                 "failure_policy": "FAIL_CLOSED",
                 "allow_on_headers_stop_iteration": True,
                 "vm_config": {

@@ -354,6 +354,38 @@ def test_http2_with_trailers(env):
     assert env["up"].records[tid]["stamps"] == case["expect"]["headers"]
 
 
+@pytest.mark.parametrize("struct", [False, True], ids=["StringValue", "Struct"])
+def test_both_configuration_forms_load_and_stamp(env, struct):
+    """The filter's configuration as JSON text or as YAML (a Struct, whose
+    numbers are doubles: max_json_bytes and ttl_ms must still be integers)."""
+    config = dict(BIG, max_json_bytes=4096, sources=[dict(BIG["sources"][0], dedupe={"json": "id", "ttl_ms": 60000})])
+    port = proxy.free_port()
+    boot = proxy.bootstrap({"form": (port, config)}, env["up"].server_address[1], proxy.free_port())
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    hcm["http_filters"][0] = proxy.wasm_filter(config, struct=struct)
+    e = proxy.Envoy(boot)
+    try:
+        assert e.proc.poll() is None, e.log_text()[-3000:]
+        tid = uuid.uuid4().hex
+        status, _, _ = proxy.request(port, "POST", "/webhooks/big", [], test_id=tid,
+                                     body=b'{"id":"evt_f","data":{"object":{"customer":"cus_f"}}}')
+        stamps = dict(env["up"].records[tid]["stamps"])
+        assert status == 200 and stamps["x-hookstamp-dedupe-key"] == "evt_f"
+        assert stamps["x-hookstamp-dedupe-ttl-ms"] == "60000"
+    finally:
+        e.stop()
+
+
+def test_a_struct_with_a_fractional_integer_is_refused(env):
+    config = dict(BIG, max_json_bytes=4096.5)
+    boot = proxy.bootstrap({"x": (proxy.free_port(), config)}, env["up"].server_address[1], proxy.free_port())
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    hcm["http_filters"][0] = proxy.wasm_filter(config, struct=True)
+    code, log = proxy.wait_exit(boot)
+    assert code != 0
+    assert "config: max_json_bytes must be a positive integer of at most 4294967295, got 4096.5" in log
+
+
 def test_bad_config_is_refused_naming_the_source(env):
     bad = {"sources": [{"id": "stripe", "dedupe": "strpe",
                         "sinks": [{"type": "sqs", "ordering_key": {"header": "x-id"}}]}]}
@@ -489,7 +521,9 @@ def test_example_config_file_matches_the_bootstrap():
     hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     cfg = hcm["http_filters"][0]["typed_config"]["config"]
     assert cfg["allow_on_headers_stop_iteration"] is True
-    embedded = json.loads(cfg["configuration"]["value"])
+    # The YAML form: a google.protobuf.Struct.
+    assert cfg["configuration"]["@type"] == "type.googleapis.com/google.protobuf.Struct"
+    embedded = cfg["configuration"]["value"]
     assert embedded == json.loads((ROOT / "envoy" / "hookstamp.json").read_text())
     check_config(embedded)
 
