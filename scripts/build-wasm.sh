@@ -49,7 +49,7 @@ import json, sys
 keep = ["memory", "_initialize", "proxy_abi_version_0_2_1", "proxy_on_memory_allocate",
         "proxy_on_vm_start", "proxy_on_configure", "proxy_on_context_create",
         "proxy_on_request_headers", "proxy_on_request_body", "proxy_on_request_trailers",
-        "proxy_on_tick", "proxy_on_done", "proxy_on_delete"]
+        "proxy_on_tick", "proxy_on_delete"]
 json.dump([{"name": k, "root": True, "export": k} for k in keep], open(sys.argv[1], "w"))
 PY
   # The module carries no target_features section (the profile strips it),

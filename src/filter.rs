@@ -291,10 +291,11 @@ pub extern "C" fn _initialize() {
 pub extern "C" fn proxy_abi_version_0_2_1() {}
 
 /// The host's allocations: a boxed slice of exactly `size` bytes, which
-/// `owned` takes back.
+/// `owned` takes back. Not zeroed: the host writes every byte of it.
 #[no_mangle]
 pub extern "C" fn proxy_on_memory_allocate(size: usize) -> *mut u8 {
-    let buf: Box<[u8]> = vec![0u8; size].into_boxed_slice();
+    // The host fills all of it before `owned` reads any of it.
+    let buf: Box<[std::mem::MaybeUninit<u8>]> = Box::new_uninit_slice(size);
     Box::into_raw(buf).cast::<u8>()
 }
 
@@ -345,11 +346,6 @@ pub extern "C" fn proxy_on_request_trailers(context: u32, _trailers: usize) -> u
 #[no_mangle]
 pub extern "C" fn proxy_on_tick(root: u32) {
     with_vm((), |vm, host| vm.on_tick(host, root));
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_done(_context: u32) -> u32 {
-    1
 }
 
 #[no_mangle]

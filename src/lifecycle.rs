@@ -18,7 +18,30 @@ use crate::stamps;
 use crate::verify::{self, OnFailure, Reason};
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
+
+/// Context ids are small integers the host hands out, not attacker input:
+/// a multiplicative hash is enough, and a fraction of SipHash's cost on
+/// every request's create, lookups and delete.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type ById<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
 
 /// What the headers callback answers (the ABI's FilterHeadersStatus).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,11 +134,11 @@ impl Waiting {
 /// so that one listener's uploads cannot fill another's budget).
 #[derive(Default)]
 pub struct Vm {
-    plugins: HashMap<u32, Option<Rc<Plugin>>>,
+    plugins: ById<Option<Rc<Plugin>>>,
     /// Request context → its plugin's root context.
-    requests: HashMap<u32, u32>,
-    waiting: HashMap<u32, Waiting>,
-    held: HashMap<u32, usize>,
+    requests: ById<u32>,
+    waiting: ById<Waiting>,
+    held: ById<usize>,
 }
 
 /// What a declared body length reserves at the headers, at most: more is
@@ -172,7 +195,14 @@ impl Vm {
             }
         }
         let metrics = Metrics::define(host, &config);
-        host.log(Level::Info, &format!("hookstamp {}", config.summary()));
+        host.log(
+            Level::Info,
+            &format!(
+                "hookstamp {} {}",
+                env!("CARGO_PKG_VERSION"),
+                config.summary()
+            ),
+        );
         self.plugins.insert(
             root,
             Some(Rc::new(Plugin {

@@ -1,5 +1,7 @@
 //! The native harness: runs the filter's exact logic without a proxy.
 
+mod found;
+
 use hookstamp::config::{self, Loaded};
 use hookstamp::resolve;
 use lexopt::prelude::*;
@@ -8,14 +10,17 @@ use std::io::{BufRead, Read, Write};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
-  hookstamp check CONFIG.json [--deployment envoy|wasmplugin]
+  hookstamp check FILE [--deployment envoy|wasmplugin]
   hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS]
   hookstamp batch CONFIG.json [--now UNIX_SECONDS] < requests.jsonl
   hookstamp --version
 
-check  exits 0 with a one-line summary, or 1 with every config error, one a line
-       (on stderr). --deployment wasmplugin also refuses sources whose keys come
-       from the body: Istio's WasmPlugin cannot set allow_on_headers_stop_iteration.
+check  FILE is a plugin configuration (JSON or YAML), an Envoy bootstrap or
+       listener, or Istio / Envoy Gateway manifests: every hookstamp
+       configuration in it is checked, named by where it was found. Exits 0
+       with a one-line summary each, or 1 with every config error, one a line
+       (on stderr). A WasmPlugin, a filter without allow_on_headers_stop_iteration,
+       or --deployment wasmplugin also refuses sources that read the body.
 stamp  prints the filter's answer for one request as JSON:
        {\"action\":\"forward\",\"headers\":[[name,value],...]}, {\"action\":\"reject\",\"status\":404}
        (any status the filter answers) or {\"action\":\"pass\"}; exits 2 on a bad config.
@@ -103,25 +108,62 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
             other => return Err(other.unexpected().to_string()),
         }
     }
-    let errs = match load(&path) {
-        Ok(l) if wasmplugin => body_sources(&l),
-        Ok(l) => {
-            for w in &l.warnings {
-                eprintln!("warning: {w}");
-            }
-            println!("{}", l.config.summary());
-            return Ok(ExitCode::SUCCESS);
+    let name = path.to_string_lossy();
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("config: cannot read {name}: {e}"))?;
+    let found = match found::find(&text) {
+        Ok(f) if f.is_empty() => {
+            eprintln!("config: no hookstamp configuration in {name} (a plugin configuration, an Envoy bootstrap or listener, or Istio / Envoy Gateway manifests)");
+            return Ok(ExitCode::from(1));
         }
-        Err(errs) => errs,
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("config: {name} is {e}");
+            return Ok(ExitCode::from(1));
+        }
     };
-    if errs.is_empty() {
-        println!("ok for a WasmPlugin deployment");
-        return Ok(ExitCode::SUCCESS);
+    let many = found.len() > 1 || found.first().is_some_and(|f| f.place != "the file");
+    let mut failed = false;
+    for f in &found {
+        let prefix = if many {
+            format!("{}: ", f.place)
+        } else {
+            String::new()
+        };
+        let vars = f.env.clone();
+        let env = move |n: &str| {
+            vars.iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(n).ok())
+        };
+        let result = match &f.config {
+            serde_json::Value::String(s) => config::load_with_env(s, &env),
+            v => config::load_with_env(&v.to_string(), &env),
+        };
+        let errs = match result {
+            Ok(l) if wasmplugin || !f.holds_headers => body_sources(&l),
+            Ok(l) => {
+                for w in &l.warnings {
+                    eprintln!("{prefix}warning: {w}");
+                }
+                println!("{prefix}{}", l.config.summary());
+                continue;
+            }
+            Err(errs) => errs,
+        };
+        if errs.is_empty() {
+            println!(
+                "{prefix}ok for a deployment that cannot hold headers for a body (a WasmPlugin)"
+            );
+            continue;
+        }
+        failed = true;
+        for e in errs {
+            eprintln!("{prefix}{e}");
+        }
     }
-    for e in errs {
-        eprintln!("{e}");
-    }
-    Ok(ExitCode::from(1))
+    Ok(ExitCode::from(u8::from(failed)))
 }
 
 /// A body source held under a WasmPlugin waits for a body Envoy never

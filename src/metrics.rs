@@ -104,6 +104,14 @@ impl Metrics {
         if let Some(g) = define(host, MetricKind::Gauge, "hookstamp_sources_without_dedupe") {
             let _ = host.record_metric(g, cfg.undeduped().count() as u64);
         }
+        // The module's version, as a label of a gauge that is always 1.
+        let info = format!(
+            "hookstamp_build_info.version={};",
+            env!("CARGO_PKG_VERSION")
+        );
+        if let Some(g) = define(host, MetricKind::Gauge, &info) {
+            let _ = host.record_metric(g, 1);
+        }
         Metrics {
             rejected: counter(host, "hookstamp_requests_rejected_total"),
             method_not_allowed: counter(host, "hookstamp_method_not_allowed_total"),

@@ -34,6 +34,12 @@ pub fn view(raw: &str) -> Option<Vec<String>> {
 /// resolve), every step of the resolution, and each of those with a leading
 /// `//host` or `/\host` read as an authority (`new URL(path, base)`).
 pub fn under(raw: &str, prefix: &[String]) -> bool {
+    let path = cut_query(raw.as_bytes());
+    if plain(path) {
+        // Every reading is the path as sent: compared without a copy.
+        let mut segs = path.split(|&b| b == b'/').filter(|s| !s.is_empty());
+        return prefix.iter().all(|p| segs.next() == Some(p.as_bytes()));
+    }
     let starts = |segs: &[String]| {
         segs.len() >= prefix.len() && segs.iter().zip(prefix).all(|(s, p)| s == p)
     };
@@ -67,6 +73,22 @@ pub fn under(raw: &str, prefix: &[String]) -> bool {
         }
     }
     starts(&[])
+}
+
+/// A path every server reads as sent: lowercase ASCII letters, digits,
+/// `-`, `_`, `~`, `/` and dots inside segments (no `.` or `..` segment, no
+/// segment ending in a dot), not starting with `//`. Most requests' paths
+/// are plain; the others take every reading.
+fn plain(p: &[u8]) -> bool {
+    let chars = p.iter().all(|&c| {
+        c.is_ascii_lowercase()
+            || c.is_ascii_digit()
+            || matches!(c, b'/' | b'-' | b'_' | b'~' | b'.')
+    });
+    chars
+        && p.first() == Some(&b'/')
+        && !p.starts_with(b"//")
+        && p.split(|&b| b == b'/').all(|s| s.last() != Some(&b'.'))
 }
 
 /// One step of dot-segment resolution.

@@ -216,10 +216,10 @@ fn list(b: &[u8], base: usize, depth: usize) -> Result<Value, Error> {
 /// JSON cannot hold, as null (the checker then refuses the field).
 fn number(d: f64) -> Value {
     const TWO_64: f64 = 18_446_744_073_709_551_616.0;
-    if d.fract() == 0.0 && d >= 0.0 && d < TWO_64 {
+    if d.fract() == 0.0 && (0.0..TWO_64).contains(&d) {
         return Value::Number(Number::from(d as u64));
     }
-    if d.fract() == 0.0 && d < 0.0 && d >= -9_223_372_036_854_775_808.0 {
+    if d.fract() == 0.0 && (-9_223_372_036_854_775_808.0..0.0).contains(&d) {
         return Value::Number(Number::from(d as i64));
     }
     Number::from_f64(d).map_or(Value::Null, Value::Number)

@@ -290,7 +290,13 @@ def main():
     ap.add_argument("--conns", type=int, default=16)
     ap.add_argument("--requests", type=int, default=1000, help="counted under callgrind (0: skip)")
     ap.add_argument("--long", type=int, default=1_000_000, help="requests for the VM memory check (0: skip)")
+    ap.add_argument("--only", help="these configurations (comma-separated labels), with (a) and (b)")
     args = ap.parse_args()
+    if args.only:
+        keep = set(args.only.split(",")) | {"a", "b"}
+        CASES[:] = [c for c in CASES if c[0] in keep]
+        for name in [n for n in ENVOYS if n not in {c[2] for c in CASES}]:
+            del ENVOYS[name]
     for tool in ["wrk"] + (["valgrind", "callgrind_control"] if args.requests else []):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed: run `make bench`, which installs it")
@@ -313,7 +319,7 @@ def main():
             if args.requests:
                 instructions_table({c[0]: instructions(c, args, tmp) for c in CASES}, args)
             footer(envoys)
-            if args.long:
+            if args.long and "d" in envoys:
                 long_run(envoys["d"], scripts["d"], args)
     finally:
         for e, _ in envoys.values():
@@ -327,6 +333,8 @@ def footer(envoys):
     print()
     for name, desc in [("a", "no filter"), ("n", "empty wasm filter"), ("b", "hookstamp, no sources"),
                        ("c", "github"), ("d", "stripe json")]:
+        if name not in envoys:
+            continue
         e, _ = envoys[name]
         print(f"Envoy RSS after the run, {desc}: {e.rss_kib() / 1024:.1f} MiB")
 

@@ -22,6 +22,7 @@ STATS_TAGS = [
     {"tag_name": "source", "regex": r"(\.source=([A-Za-z0-9._-]+);)"},
     {"tag_name": "sink", "regex": r"(\.sink=([0-9]+);)"},
     {"tag_name": "reason", "regex": r"(\.reason=([a-z_]+);)"},
+    {"tag_name": "version", "regex": r"(\.version=([0-9A-Za-z.+-]+);)"},
 ]
 
 

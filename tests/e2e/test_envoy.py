@@ -304,6 +304,8 @@ def test_lane_key_missing_counter_rises(env):
     assert f'{name}{{source="big",sink="0"}}' in text
     assert "hookstamp_requests_stamped_total{source=\"big\"}" in text
     assert re.search(r"^hookstamp_sources_without_dedupe\{\} \d+$", text, re.M)
+    version = re.search(r'^version = "(.*)"', (ROOT / "Cargo.toml").read_text(), re.M).group(1)
+    assert f'hookstamp_build_info{{version="{version}"}} 1' in text
     # No key ever leaks into a metric name.
     assert "cus_" not in text and "evt_" not in text
 
@@ -442,8 +444,9 @@ def test_istio_envoyfilter_wasm_config_validates(tmp_path):
     hcm["http_filters"][0] = {"name": "hookstamp", "typed_config": wasm}
     f = tmp_path / "istio.json"
     f.write_text(json.dumps(boot))
-    r = subprocess.run([proxy.envoy_bin(), "--mode", "validate", "-c", str(f)],
-                       capture_output=True, text=True, timeout=120)
+    # Envoy reads the secret from its own environment (host_env_keys).
+    r = subprocess.run([proxy.envoy_bin(), "--mode", "validate", "-c", str(f)], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, secret_var: "whsec_example"})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
 
 
@@ -451,7 +454,8 @@ def test_istio_wasmplugin_is_header_keyed_only():
     doc = istio_docs()["wasmplugin"]
     config = doc["spec"]["pluginConfig"]
     # The WasmPlugin form cannot hold headers for a body: no json keys.
-    assert check_config(config, "--deployment", "wasmplugin")[0] == "ok for a WasmPlugin deployment\n"
+    out = check_config(config, "--deployment", "wasmplugin")[0]
+    assert out == "ok for a deployment that cannot hold headers for a body (a WasmPlugin)\n"
     _, err = check_config(TABLES["stripe"]["config"], "--deployment", "wasmplugin", code=1)
     assert "source 'stripe': it reads the body (JSON keys or a signature)" in err
     assert "allow_on_headers_stop_iteration" in err
@@ -565,7 +569,7 @@ def test_vm_never_failed(env):
 EXPORTS = ["memory", "_initialize", "proxy_abi_version_0_2_1", "proxy_on_memory_allocate",
            "proxy_on_vm_start", "proxy_on_configure", "proxy_on_context_create",
            "proxy_on_request_headers", "proxy_on_request_body", "proxy_on_request_trailers",
-           "proxy_on_tick", "proxy_on_done", "proxy_on_delete"]
+           "proxy_on_tick", "proxy_on_delete"]
 
 
 def exports(module):
@@ -675,3 +679,34 @@ def test_faults_upstream_down_slow_and_client_gone(env):
         assert "panicked" not in e.log_text()
     finally:
         e.stop()
+
+
+def test_check_finds_every_configuration_in_what_users_have(tmp_path):
+    """`hookstamp check` over the shipped files as they are: a bootstrap,
+    the fleet's, the Istio manifests; a multi-document YAML with a broken
+    filter names where each finding is."""
+    bin_ = str(ROOT / "target" / "debug" / "hookstamp")
+
+    def check(path, env=None):
+        return subprocess.run([bin_, "check", str(path)], capture_output=True, text=True,
+                              env={**os.environ, **(env or {})})
+    for f in ["envoy/hookstamp.json", "envoy/envoy.yaml", "envoy/fleet/envoy.yaml", "envoy/istio/wasmplugin.yaml"]:
+        r = check(ROOT / f)
+        assert r.returncode == 0, (f, r.stderr)
+    r = check(ROOT / "envoy/istio/envoyfilter.yaml", {"STRIPE_WEBHOOK_SECRET": "whsec_x"})
+    assert r.returncode == 0, r.stderr
+    assert "EnvoyFilter hookstamp" in r.stdout
+    bad = tmp_path / "two.yaml"
+    bad.write_text(
+        "kind: WasmPlugin\nmetadata: {name: one}\nspec:\n  pluginConfig:\n"
+        "    sources: [{id: stripe, dedupe: stripe}]\n---\n"
+        "kind: Other\nmetadata: {name: two}\nspec:\n  filter:\n    typed_config:\n"
+        "      '@type': type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm\n"
+        "      config:\n        allow_on_headers_stop_iteration: true\n"
+        "        configuration: {value: {sources: [{id: a, dedupe: strpe}]}}\n")
+    r = check(bad)
+    assert r.returncode == 1
+    assert "document 1 (WasmPlugin one) spec.pluginConfig: source 'stripe': it reads the body" in r.stderr
+    assert "document 2 (Other two) at spec.filter.typed_config: source 'a' dedupe: unknown preset" in r.stderr
+    r = check(ROOT / "envoy/istio/destinationrule.yaml")
+    assert r.returncode == 1 and "no hookstamp configuration" in r.stderr

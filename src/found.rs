@@ -1,0 +1,136 @@
+//! Every hookstamp configuration in a file as users have it: the plugin
+//! configuration itself (JSON or YAML), an Envoy bootstrap or listener
+//! (JSON or YAML), or Kubernetes manifests (an Istio EnvoyFilter or
+//! WasmPlugin, an Envoy Gateway EnvoyExtensionPolicy), each found with a
+//! name for where it was.
+
+use serde_json::Value;
+
+/// One configuration found in a file.
+pub struct Found {
+    /// Where: the document and the path within it.
+    pub place: String,
+    /// The plugin configuration, as JSON.
+    pub config: Value,
+    /// Variables the filter's VM gets (`environment_variables.key_values`).
+    pub env: Vec<(String, String)>,
+    /// Whether the deployment can hold headers for a body
+    /// (`allow_on_headers_stop_iteration`; never in a WasmPlugin).
+    pub holds_headers: bool,
+}
+
+const WASM_FILTER: &str = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
+
+/// Parses a file (JSON, or YAML with one or more documents) and finds every
+/// hookstamp configuration in it.
+pub fn find(text: &str) -> Result<Vec<Found>, String> {
+    let docs: Vec<Value> = match serde_json::from_str::<Value>(text) {
+        Ok(v) => vec![v],
+        Err(json_err) => {
+            let mut docs = Vec::new();
+            for d in serde_yaml_ng::Deserializer::from_str(text) {
+                let v = <Value as serde::Deserialize>::deserialize(d)
+                    .map_err(|e| format!("neither JSON ({json_err}) nor YAML ({e})"))?;
+                if !v.is_null() {
+                    docs.push(v);
+                }
+            }
+            docs
+        }
+    };
+    let mut out = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        let name = doc_name(doc, i, docs.len());
+        if doc.get("sources").is_some() {
+            out.push(Found {
+                place: name.clone(),
+                config: doc.clone(),
+                env: Vec::new(),
+                holds_headers: true,
+            });
+            continue;
+        }
+        if doc.get("kind").and_then(Value::as_str) == Some("WasmPlugin") {
+            if let Some(c) = doc.pointer("/spec/pluginConfig") {
+                out.push(Found {
+                    place: format!("{name} spec.pluginConfig"),
+                    config: c.clone(),
+                    env: Vec::new(),
+                    holds_headers: false,
+                });
+            }
+            continue;
+        }
+        walk(doc, &name, "", &mut out);
+    }
+    Ok(out)
+}
+
+/// A document's name: its kind and metadata.name when it has them.
+fn doc_name(doc: &Value, i: usize, n: usize) -> String {
+    let kind = doc.get("kind").and_then(Value::as_str);
+    let meta = doc.pointer("/metadata/name").and_then(Value::as_str);
+    let base = if n > 1 {
+        format!("document {}", i + 1)
+    } else {
+        "the file".to_owned()
+    };
+    match (kind, meta) {
+        (Some(k), Some(m)) => format!("{base} ({k} {m})"),
+        (Some(k), None) => format!("{base} ({k})"),
+        _ => base,
+    }
+}
+
+/// Finds Wasm filter configurations (`@type` ...wasm.v3.Wasm) anywhere, and
+/// Envoy Gateway's `wasm` entries.
+fn walk(v: &Value, doc: &str, path: &str, out: &mut Vec<Found>) {
+    match v {
+        Value::Object(o) => {
+            if o.get("@type").and_then(Value::as_str) == Some(WASM_FILTER) {
+                if let Some(f) = filter(o.get("config"), doc, path) {
+                    out.push(f);
+                }
+                return;
+            }
+            for (k, x) in o {
+                walk(x, doc, &format!("{path}.{k}"), out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                walk(x, doc, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The plugin configuration of a Wasm filter's `config`, if it is ours
+/// (a configuration with `sources`).
+fn filter(config: Option<&Value>, doc: &str, path: &str) -> Option<Found> {
+    let c = config?;
+    let conf = c.get("configuration")?;
+    let value = match conf.get("value")? {
+        Value::String(s) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
+        other => other.clone(),
+    };
+    if value.get("sources").is_none() && !value.is_string() {
+        return None;
+    }
+    let env = c
+        .pointer("/vm_config/environment_variables/key_values")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Found {
+        place: format!("{doc} at {}", path.trim_start_matches('.')),
+        config: value,
+        env,
+        holds_headers: c.get("allow_on_headers_stop_iteration") == Some(&Value::Bool(true)),
+    })
+}
