@@ -50,6 +50,20 @@ pub fn find(text: &str) -> Result<Vec<Found>, String> {
             });
             continue;
         }
+        if doc.get("kind").and_then(Value::as_str) == Some("EnvoyExtensionPolicy") {
+            let wasm = doc.pointer("/spec/wasm").and_then(Value::as_array);
+            for (k, w) in wasm.into_iter().flatten().enumerate() {
+                if let Some(c) = w.get("config").filter(|c| c.get("sources").is_some()) {
+                    out.push(Found {
+                        place: format!("{name} spec.wasm[{k}].config"),
+                        config: c.clone(),
+                        env: Vec::new(),
+                        holds_headers: false,
+                    });
+                }
+            }
+            continue;
+        }
         if doc.get("kind").and_then(Value::as_str) == Some("WasmPlugin") {
             if let Some(c) = doc.pointer("/spec/pluginConfig") {
                 out.push(Found {

@@ -154,7 +154,7 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         };
         if errs.is_empty() {
             println!(
-                "{prefix}ok for a deployment that cannot hold headers for a body (a WasmPlugin)"
+                "{prefix}ok for a deployment that cannot hold headers for a body (a WasmPlugin, Envoy Gateway)"
             );
             continue;
         }

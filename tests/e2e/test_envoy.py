@@ -455,7 +455,7 @@ def test_istio_wasmplugin_is_header_keyed_only():
     config = doc["spec"]["pluginConfig"]
     # The WasmPlugin form cannot hold headers for a body: no json keys.
     out = check_config(config, "--deployment", "wasmplugin")[0]
-    assert out == "ok for a deployment that cannot hold headers for a body (a WasmPlugin)\n"
+    assert out == "ok for a deployment that cannot hold headers for a body (a WasmPlugin, Envoy Gateway)\n"
     _, err = check_config(TABLES["stripe"]["config"], "--deployment", "wasmplugin", code=1)
     assert "source 'stripe': it reads the body (JSON keys or a signature)" in err
     assert "allow_on_headers_stop_iteration" in err

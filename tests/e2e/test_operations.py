@@ -82,3 +82,34 @@ def test_rules_and_dashboard_name_only_metrics_the_filter_has(live_metrics):
     for source, names in [("rules", metric_names(rules)), ("dashboard", metric_names(exprs))]:
         missing = names - have
         assert not missing, f"{source} name metrics the filter does not have: {missing}"
+
+
+MANIFESTS = sorted((ROOT / "envoy" / "istio").glob("*.yaml")) + sorted((ROOT / "envoy" / "gateway").glob("*.yaml"))
+
+
+def validate(*files):
+    return subprocess.run(["node", "validate_manifests.mjs", *map(str, files)], cwd=ROOT / "tests" / "e2e",
+                          capture_output=True, text=True)
+
+
+def test_manifests_validate_against_the_real_crd_schemas(tmp_path):
+    """Every shipped Istio and Envoy Gateway manifest against the CRD
+    schemas of npm's @kubernetes-models/istio and /envoy-gateway; a broken
+    copy is refused, so the check can fail."""
+    r = validate(*MANIFESTS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("ok ") == len(MANIFESTS) and "invalid" not in r.stdout, r.stdout
+    broken = tmp_path / "broken.yaml"
+    broken.write_text((ROOT / "envoy" / "istio" / "wasmplugin.yaml").read_text().replace("mode: SERVER", "mode: SERVR"))
+    r = validate(broken)
+    assert r.returncode == 1 and "match/0/mode must be equal to one of the allowed values" in r.stdout
+
+
+def test_the_wasmplugin_runs_on_inbound_traffic_only_and_the_envoyfilter_is_pinned():
+    wp = yaml.safe_load((ROOT / "envoy" / "istio" / "wasmplugin.yaml").read_text())
+    assert wp["spec"]["match"] == [{"mode": "SERVER"}]
+    ef = yaml.safe_load((ROOT / "envoy" / "istio" / "envoyfilter.yaml").read_text())
+    patches = ef["spec"]["configPatches"]
+    assert all("proxyVersion" in p["match"]["proxy"] for p in patches)
+    assert any(p["applyTo"] == "LISTENER" and p["patch"]["value"]["per_connection_buffer_limit_bytes"] >= 1048576
+               for p in patches)
