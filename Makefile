@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 PYTEST := python3 -m pytest
 
-.PHONY: all help setup build wasm lint fmt check test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short clean
+.PHONY: all help setup build wasm image lint fmt check test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short clean
 
 all: build wasm
 
@@ -44,6 +44,9 @@ check: lint test-native test-e2e   ## the quick local loop: lint and both suites
 
 run: wasm              ## build, then start the demo upstream and Envoy on 127.0.0.1:10000
 	scripts/run.sh
+
+image: wasm            ## target/oci: an OCI image of the filter (one layer, plugin.wasm), built with umoci
+	scripts/image.sh
 
 bench: bench-native bench-envoy   ## both benchmark tables, in one command
 

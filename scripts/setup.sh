@@ -55,6 +55,12 @@ else
   hash -r
 fi
 
+# The OCI image (make image) and its registry round trip in the tests:
+# umoci builds it, skopeo pushes and pulls, docker-registry serves.
+for t in umoci skopeo docker-registry; do
+  command -v "$t" >/dev/null 2>&1 || { echo "setup: installing umoci, skopeo, docker-registry"; apt_install umoci skopeo docker-registry; break; }
+done
+
 # promtool, for the alert rules' checks and unit tests.
 command -v promtool >/dev/null 2>&1 || { echo "setup: installing prometheus (promtool)"; apt_install prometheus; }
 

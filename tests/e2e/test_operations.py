@@ -108,6 +108,8 @@ def test_manifests_validate_against_the_real_crd_schemas(tmp_path):
 def test_the_wasmplugin_runs_on_inbound_traffic_only_and_the_envoyfilter_is_pinned():
     wp = yaml.safe_load((ROOT / "envoy" / "istio" / "wasmplugin.yaml").read_text())
     assert wp["spec"]["match"] == [{"mode": "SERVER"}]
+    for f in ["istio/wasmplugin.yaml", "istio/wasmplugin-gateway.yaml", "gateway/envoyextensionpolicy.yaml"]:
+        assert re.search(r"hookstamp@sha256:[0-9a-f]{64}\b", (ROOT / "envoy" / f).read_text()), f
     ef = yaml.safe_load((ROOT / "envoy" / "istio" / "envoyfilter.yaml").read_text())
     patches = ef["spec"]["configPatches"]
     assert all("proxyVersion" in p["match"]["proxy"] for p in patches)
