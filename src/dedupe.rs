@@ -10,16 +10,24 @@ pub const DEFAULT_TTL_MS: u64 = 259_200_000;
 
 /// Where a provider puts its event id.
 pub enum PresetKey {
-    Header(&'static str),
+    /// The first of these headers that is present.
+    Headers(&'static [&'static str]),
     Json(&'static str),
 }
 
 /// Provider presets, by name.
 pub const PRESETS: &[(&str, PresetKey)] = &[
-    ("github", PresetKey::Header("x-github-delivery")),
-    ("standard_webhooks", PresetKey::Header("webhook-id")),
-    ("svix", PresetKey::Header("svix-id")),
-    ("shopify", PresetKey::Header("x-shopify-webhook-id")),
+    ("github", PresetKey::Headers(&["x-github-delivery"])),
+    ("standard_webhooks", PresetKey::Headers(&["webhook-id"])),
+    // Svix's own library takes the unbranded name too.
+    ("svix", PresetKey::Headers(&["svix-id", "webhook-id"])),
+    // Shopify's webhook deliveries, and its newer event deliveries, which
+    // drop the X- prefix. (Shopify suggests X-Shopify-Event-Id for
+    // duplicates across topics; a delivery id is what a retry repeats.)
+    (
+        "shopify",
+        PresetKey::Headers(&["x-shopify-webhook-id", "shopify-webhook-id"]),
+    ),
     ("stripe", PresetKey::Json("id")),
     // A convention: the callout must put a retry-stable id there.
     ("salesforce", PresetKey::Json("id")),

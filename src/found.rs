@@ -24,8 +24,11 @@ const WASM_FILTER: &str = "type.googleapis.com/envoy.extensions.filters.http.was
 /// Parses a file (JSON, or YAML with one or more documents) and finds every
 /// hookstamp configuration in it.
 pub fn find(text: &str) -> Result<Vec<Found>, String> {
+    let json_like = text.trim_start().starts_with(['{', '[']);
     let docs: Vec<Value> = match serde_json::from_str::<Value>(text) {
         Ok(v) => vec![v],
+        // Text that starts as JSON is JSON: its error is the JSON one.
+        Err(e) if json_like => return Err(format!("not valid JSON: {e}")),
         Err(json_err) => {
             let mut docs = Vec::new();
             for d in serde_yaml_ng::Deserializer::from_str(text) {
@@ -75,7 +78,19 @@ pub fn find(text: &str) -> Result<Vec<Found>, String> {
             }
             continue;
         }
+        let before = out.len();
         walk(doc, &name, "", &mut out);
+        // Nothing of Envoy's or Kubernetes' in it: it is meant as a plugin
+        // configuration, and checking it says what it lacks.
+        if out.len() == before && doc.get("kind").is_none() && doc.get("static_resources").is_none()
+        {
+            out.push(Found {
+                place: name,
+                config: doc.clone(),
+                env: Vec::new(),
+                holds_headers: true,
+            });
+        }
     }
     Ok(out)
 }

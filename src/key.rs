@@ -1,4 +1,5 @@
-//! Where a key comes from, and the length rule both kinds of key share.
+//! Where a key comes from (a key expression), how one is evaluated, and the
+//! length rule both kinds of key share.
 
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
@@ -9,9 +10,70 @@ pub enum KeySource {
     /// The first value of a header; the index names it in the source's
     /// header table, read once at the request headers.
     Header(usize),
-    /// The value at this path of the JSON body; the index names the path in
-    /// the source's path table, so one decode serves every key.
-    Json(usize),
+    /// The value at a path of the JSON body (or of the form field
+    /// `form_json` names); the index names the path in the source's path
+    /// table, so one scan serves every key. A JSON integer is a key where
+    /// `integer` is set (always, for a dedupe key).
+    Json { path: usize, integer: bool },
+    /// A field of a form-encoded body; the index names it in the source's
+    /// form field table.
+    Form(usize),
+    /// The first of these that gives a key.
+    First(Vec<KeySource>),
+    /// All of these, joined by the separator; no key if one is missing.
+    Concat(Vec<KeySource>, String),
+}
+
+impl KeySource {
+    /// Whether any part reads the body.
+    pub fn reads_body(&self) -> bool {
+        match self {
+            KeySource::Header(_) => false,
+            KeySource::Json { .. } | KeySource::Form(_) => true,
+            KeySource::First(ks) | KeySource::Concat(ks, _) => ks.iter().any(KeySource::reads_body),
+        }
+    }
+}
+
+/// A value found in the body at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found<'a> {
+    Str(Cow<'a, [u8]>),
+    /// An integer, as exact decimal text.
+    Int(Cow<'a, [u8]>),
+}
+
+/// What a request offers its key expressions.
+pub struct Values<'v, 'a> {
+    pub headers: &'v [Option<&'a [u8]>],
+    pub json: &'v [Option<Found<'a>>],
+    pub form: &'v [Option<Vec<u8>>],
+}
+
+/// Evaluates a key expression; `None` (no key) when what it reads is
+/// missing or empty.
+pub fn eval<'a>(k: &KeySource, v: &Values<'_, 'a>) -> Option<Cow<'a, [u8]>> {
+    let raw = match k {
+        KeySource::Header(i) => Cow::Borrowed((*v.headers.get(*i)?)?),
+        KeySource::Json { path, integer } => match v.json.get(*path)?.as_ref()? {
+            Found::Str(s) => s.clone(),
+            Found::Int(n) if *integer => n.clone(),
+            Found::Int(_) => return None,
+        },
+        KeySource::Form(i) => Cow::Owned(v.form.get(*i)?.as_ref()?.clone()),
+        KeySource::First(ks) => return ks.iter().find_map(|k| eval(k, v)),
+        KeySource::Concat(ks, sep) => {
+            let mut out = Vec::new();
+            for (n, k) in ks.iter().enumerate() {
+                if n > 0 {
+                    out.extend_from_slice(sep.as_bytes());
+                }
+                out.extend_from_slice(&eval(k, v)?);
+            }
+            Cow::Owned(out)
+        }
+    };
+    (!raw.is_empty()).then_some(raw)
 }
 
 /// A key longer than `max` bytes becomes `sha256:` + lowercase hex of its
@@ -38,6 +100,52 @@ where
         .map(|(_, v)| v.as_ref())
 }
 
+/// An `application/x-www-form-urlencoded` body's fields, decoded (`+` as a
+/// space, `%XX` escapes), in order.
+pub fn form_fields(body: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    body.split(|&b| b == b'&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut kv = p.splitn(2, |&b| b == b'=');
+            let k = kv.next().unwrap_or_default();
+            let v = kv.next().unwrap_or_default();
+            (form_decode(k), form_decode(v))
+        })
+        .collect()
+}
+
+fn form_decode(s: &[u8]) -> Vec<u8> {
+    let hex = |c: Option<&u8>| c.and_then(|&c| (c as char).to_digit(16)).map(|d| d as u8);
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                if let (Some(h), Some(l)) = (hex(s.get(i + 1)), hex(s.get(i + 2))) {
+                    out.push(h << 4 | l);
+                    i += 3;
+                    continue;
+                }
+                out.push(b'%');
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Whether a content-type is a form-encoded body's.
+pub fn is_form(content_type: Option<&[u8]>) -> bool {
+    content_type.is_some_and(|ct| {
+        let media = ct.split(|&b| b == b';').next().unwrap_or_default();
+        media
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"application/x-www-form-urlencoded")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,5 +158,74 @@ mod tests {
         let capped = cap(Cow::Borrowed(&over), 200);
         assert!(capped.starts_with(b"sha256:"));
         assert_eq!(capped.len(), 7 + 64);
+    }
+
+    #[test]
+    fn forms_decode() {
+        assert_eq!(
+            form_fields(b"payload=%7B%22a%22%3A1%7D&MessageSid=SM+1&x&=y"),
+            vec![
+                (b"payload".to_vec(), b"{\"a\":1}".to_vec()),
+                (b"MessageSid".to_vec(), b"SM 1".to_vec()),
+                (b"x".to_vec(), b"".to_vec()),
+                (b"".to_vec(), b"y".to_vec()),
+            ]
+        );
+        assert!(is_form(Some(
+            b"Application/X-WWW-Form-Urlencoded; charset=utf-8"
+        )));
+        assert!(!is_form(Some(b"application/json")));
+    }
+
+    #[test]
+    fn expressions() {
+        let json = [
+            Some(Found::Str(Cow::Borrowed(&b"cus_1"[..]))),
+            Some(Found::Int(Cow::Borrowed(&b"42"[..]))),
+            None,
+        ];
+        let v = Values {
+            headers: &[Some(b"h1"), None],
+            json: &json,
+            form: &[Some(b"f".to_vec())],
+        };
+        let first = KeySource::First(vec![
+            KeySource::Header(1),
+            KeySource::Json {
+                path: 2,
+                integer: false,
+            },
+            KeySource::Json {
+                path: 0,
+                integer: false,
+            },
+        ]);
+        assert_eq!(eval(&first, &v).as_deref(), Some(&b"cus_1"[..]));
+        assert_eq!(
+            eval(
+                &KeySource::Json {
+                    path: 1,
+                    integer: false
+                },
+                &v
+            ),
+            None
+        );
+        assert_eq!(
+            eval(
+                &KeySource::Json {
+                    path: 1,
+                    integer: true
+                },
+                &v
+            )
+            .as_deref(),
+            Some(&b"42"[..])
+        );
+        let cat = KeySource::Concat(vec![KeySource::Header(0), KeySource::Form(0)], ":".into());
+        assert_eq!(eval(&cat, &v).as_deref(), Some(&b"h1:f"[..]));
+        let missing =
+            KeySource::Concat(vec![KeySource::Header(0), KeySource::Header(1)], ":".into());
+        assert_eq!(eval(&missing, &v), None);
     }
 }

@@ -118,7 +118,7 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         }
         Ok(f) => f,
         Err(e) => {
-            eprintln!("config: {name} is {e}");
+            eprintln!("config: {e}");
             return Ok(ExitCode::from(1));
         }
     };

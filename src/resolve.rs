@@ -4,7 +4,7 @@ use crate::affinity::{self, Affinity};
 use crate::config::{Config, Source};
 use crate::dedupe::MAX_DEDUPE_KEY;
 use crate::json::{self, Scalar};
-use crate::key::{self, KeySource};
+use crate::key::{self, Found, KeySource};
 use crate::lanes::{self, MAX_LANE_KEY};
 use crate::reply::{self, Reply};
 use crate::route::{self, Route};
@@ -170,27 +170,20 @@ pub fn stamp<'a>(
         headers: Vec::with_capacity(5 + 3 * src.lanes.len()),
         ..Stamped::default()
     };
-    // One decode serves the dedupe key and every json ordering key.
-    let found: Vec<Option<Scalar>> = match (src.keeps_body(), body) {
-        (false, _) => Vec::new(),
+    let (json_found, form) = match (src.keeps_body(), body) {
+        (false, _) => (Vec::new(), Vec::new()),
         (true, Body::TooLarge) => {
             out.body_too_large = true;
-            Vec::new()
+            (Vec::new(), Vec::new())
         }
-        (true, Body::Bytes(b)) => json::extract(b, &src.paths).unwrap_or_default(),
+        (true, Body::Bytes(b)) => read_body(src, header_keys, b),
     };
-    // A JSON integer is a dedupe key (`ints`) but never an ordering key.
-    let lookup = |k: &KeySource, ints: bool| -> Option<Cow<'a, [u8]>> {
-        let raw = match k {
-            KeySource::Header(i) => Cow::Borrowed((*header_keys.get(*i)?)?),
-            KeySource::Json(i) => match found.get(*i)? {
-                Some(Scalar::Str(s)) => bytes(s),
-                Some(Scalar::Int(n)) if ints => Cow::Borrowed(n.as_bytes()),
-                _ => return None,
-            },
-        };
-        (!raw.is_empty()).then_some(raw)
+    let values = key::Values {
+        headers: header_keys,
+        json: &json_found,
+        form: &form,
     };
+    let lookup = |k: &KeySource| key::eval(k, &values);
     let h = &mut out.headers;
     h.push((stamps::SOURCE, stamps::encode(src.id.as_bytes())));
     h.push((stamps::TENANT, stamps::encode(tenant.as_bytes())));
@@ -203,7 +196,7 @@ pub fn stamp<'a>(
     // The stamped dedupe key, which a dedupe affinity hashes.
     let mut dedupe_key: Option<Cow<'a, [u8]>> = None;
     if let Some(d) = src.dedupe.as_ref().filter(|_| verified != Some(false)) {
-        match lookup(&d.key, true) {
+        match lookup(&d.key) {
             Some(raw) => {
                 let k = key::cap(raw, MAX_DEDUPE_KEY);
                 let idem = idempotency_key(tenant, &src.id, &k);
@@ -220,7 +213,7 @@ pub fn stamp<'a>(
         let k = lane
             .key
             .as_ref()
-            .and_then(|ks| lookup(ks, false))
+            .and_then(lookup)
             .map(|raw| key::cap(raw, MAX_LANE_KEY));
         let [id_name, key_name, group_name] = &lane.names;
         let node_local = src.affinity == Some(Affinity::Lane(lane.sink));
@@ -263,11 +256,54 @@ pub fn stamp<'a>(
     out
 }
 
-/// A JSON string's bytes, borrowed from the body unless it had escapes.
-fn bytes<'a>(s: &Cow<'a, str>) -> Cow<'a, [u8]> {
+/// What the body offers the source's keys: the value at each JSON path
+/// (one scan serves them all), and each form field the source reads. A
+/// form-encoded body (by its content-type) has its fields decoded, and its
+/// `form_json` field, if the source names one, is the JSON the paths are
+/// read in.
+fn read_body<'a>(
+    src: &Source,
+    header_keys: &[Option<&'a [u8]>],
+    body: &'a [u8],
+) -> (Vec<Option<Found<'a>>>, Vec<Option<Vec<u8>>>) {
+    let content_type = src.content_type.and_then(|i| *header_keys.get(i)?);
+    if !key::is_form(content_type) {
+        let json = json::extract(body, &src.paths).unwrap_or_default();
+        return (json.into_iter().map(|s| s.map(found)).collect(), Vec::new());
+    }
+    let fields = key::form_fields(body);
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name.as_bytes())
+            .map(|(_, v)| v.clone())
+    };
+    let form = src.forms.iter().map(|f| field(f)).collect();
+    let json = match src.form_json.as_deref().and_then(field) {
+        // Decoded from the form: owned, not borrowed from the body.
+        Some(text) => json::extract(&text, &src.paths)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| s.map(|s| owned(found(s))))
+            .collect(),
+        None => vec![None; src.paths.len()],
+    };
+    (json, form)
+}
+
+/// A scanned scalar as a key's bytes.
+fn found(s: Scalar<'_>) -> Found<'_> {
     match s {
-        Cow::Borrowed(b) => Cow::Borrowed(b.as_bytes()),
-        Cow::Owned(o) => Cow::Owned(o.clone().into_bytes()),
+        Scalar::Str(Cow::Borrowed(b)) => Found::Str(Cow::Borrowed(b.as_bytes())),
+        Scalar::Str(Cow::Owned(o)) => Found::Str(Cow::Owned(o.into_bytes())),
+        Scalar::Int(n) => Found::Int(Cow::Borrowed(n.as_bytes())),
+    }
+}
+
+fn owned<'a>(f: Found<'_>) -> Found<'a> {
+    match f {
+        Found::Str(s) => Found::Str(Cow::Owned(s.into_owned())),
+        Found::Int(n) => Found::Int(Cow::Owned(n.into_owned())),
     }
 }
 

@@ -197,3 +197,21 @@ fn a_secret_never_appears_in_errors_warnings_or_debug_output() {
         assert!(errs.iter().all(|e| !e.contains("c2VjcmV0")), "{errs:?}");
     }
 }
+
+#[test]
+fn a_path_that_looks_like_jsonpath_or_a_pointer_is_warned_about() {
+    for p in ["$.data.id", "/data/id", "data.items[0].id"] {
+        let text = format!(r#"{{"sources":[{{"id":"s","dedupe":{{"json":{p:?}}}}}]}}"#);
+        let l = config::load(&text).unwrap();
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.starts_with("source 's' dedupe: json path")
+                    && w.contains("looks like JSONPath or a JSON Pointer")),
+            "{p}: {:?}",
+            l.warnings
+        );
+    }
+    let l = config::load(r#"{"sources":[{"id":"s","dedupe":{"json":"data.id"}}]}"#).unwrap();
+    assert!(l.warnings.is_empty());
+}

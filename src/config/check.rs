@@ -3,9 +3,10 @@
 //! (the source, the sink) in a `Diags` collector.
 
 use super::diag::{Diag, Diags, Scope};
+use super::keys::KeyCtx;
 use super::{source_id_ok, tenant_ok, Config, Delivery, Routing, Source, DEFAULT_TENANT};
 use crate::dedupe::{self, Dedupe, PresetKey, DEFAULT_TTL_MS};
-use crate::json::{self, Path};
+use crate::json::Path;
 use crate::key::KeySource;
 use crate::lanes::Lane;
 use crate::{path, stamps};
@@ -171,6 +172,8 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         }
     };
     let mut sources = Vec::new();
+    // Each checked source's place in the list, for errors that name two.
+    let mut places = Vec::new();
     match obj.get("sources").map(Value::as_array) {
         None => d.push(&Scope::Config, "sources is required"),
         Some(None) => d.push(&Scope::Config, "sources must be a list"),
@@ -185,14 +188,23 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
                 };
                 if let Some(src) = check_source(&ctx, s, d) {
                     sources.push(src);
+                    places.push(i);
                 }
             }
         }
     }
     let mut by_id = HashMap::new();
     for (i, s) in sources.iter().enumerate() {
-        if by_id.insert(s.id.clone(), i).is_some() {
-            d.push(&Scope::Source(s.id.clone()), "id is not unique");
+        if let Some(first) = by_id.insert(s.id.clone(), i) {
+            let (a, b) = (
+                places.get(first).copied().unwrap_or(first),
+                places.get(i).copied().unwrap_or(i),
+            );
+            d.push(
+                &Scope::Source(s.id.clone()),
+                format!("id is not unique: sources #{a} and #{b} both have it"),
+            );
+            by_id.insert(s.id.clone(), first);
         }
     }
     Some(Config {
@@ -244,20 +256,29 @@ impl StoreHeaders {
     }
 }
 
-/// The paths and headers a source's keys read, each interned once.
+/// The paths, headers and form fields a source's keys read, each
+/// interned once.
 #[derive(Default)]
-struct Reads {
+pub(super) struct Reads {
     paths: Vec<Path>,
     headers: Vec<String>,
+    forms: Vec<String>,
 }
 
 impl Reads {
-    fn path(&mut self, p: Path) -> KeySource {
-        KeySource::Json(intern(&mut self.paths, p))
+    pub(super) fn path(&mut self, p: Path, integer: bool) -> KeySource {
+        KeySource::Json {
+            path: intern(&mut self.paths, p),
+            integer,
+        }
     }
 
-    fn header(&mut self, h: String) -> KeySource {
+    pub(super) fn header(&mut self, h: String) -> KeySource {
         KeySource::Header(intern(&mut self.headers, h))
+    }
+
+    pub(super) fn form(&mut self, f: String) -> KeySource {
+        KeySource::Form(intern(&mut self.forms, f))
     }
 }
 
@@ -311,6 +332,7 @@ fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
             "store_headers",
             "sinks",
             "affinity",
+            "form_json",
         ],
         &scope,
         d,
@@ -371,6 +393,24 @@ fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
         }
         tenants = Some(keyed);
     }
+    let form_json = match field(obj, "form_json") {
+        None => None,
+        Some(Value::String(f)) if !f.is_empty() => Some(f.clone()),
+        Some(other) => {
+            d.push(
+                &scope,
+                format!("form_json must be a form field name, got {other}"),
+            );
+            None
+        }
+    };
+    // A form-encoded body is told from JSON by its content-type.
+    let content_type = (!reads.forms.is_empty() || form_json.is_some())
+        .then(|| match reads.header("content-type".to_owned()) {
+            KeySource::Header(i) => Some(i),
+            _ => None,
+        })
+        .flatten();
     let ordered = Ordered::of(field(obj, "sinks"));
     let affinity = super::affinity::check(
         field(obj, "affinity"),
@@ -388,6 +428,9 @@ fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
         lanes,
         paths: reads.paths,
         headers: reads.headers,
+        forms: reads.forms,
+        form_json,
+        content_type,
         verify,
         tenants,
         affinity,
@@ -491,78 +534,77 @@ pub(super) fn key_header(h: &str) -> Result<String, String> {
     Ok(h.to_ascii_lowercase())
 }
 
-fn key_path(p: &str) -> Result<Path, String> {
-    json::parse_path(p).ok_or_else(|| format!("json path {p:?} has an empty segment"))
-}
-
 fn check_dedupe(v: &Value, scope: &Scope, reads: &mut Reads, d: &mut Diags) -> Option<Dedupe> {
-    let (obj, preset) = match v {
-        Value::String(p) => (None, Some(p.as_str())),
-        Value::Object(o) => (Some(o), None),
-        _ => {
-            d.push(scope, "must be a preset name or an object");
-            return None;
-        }
+    let ctx = KeyCtx {
+        integers: true,
+        header_ok: &|_| Ok(()),
     };
-    let mut ttl_ms = DEFAULT_TTL_MS;
-    let mut forms: Vec<(&str, &Value)> = Vec::new();
-    if let Some(o) = obj {
-        unknown_fields(o, &["preset", "header", "json", "ttl_ms"], scope, d);
-        forms = ["preset", "header", "json"]
-            .iter()
-            .filter_map(|f| field(o, f).map(|v| (*f, v)))
-            .collect();
-        if let Some(t) = field(o, "ttl_ms") {
-            match t.as_u64() {
-                Some(n) if n > 0 => ttl_ms = n,
-                _ => d.push(scope, format!("ttl_ms must be a positive integer, got {t}")),
+    let (key, ttl_ms) = match v {
+        Value::String(p) => (preset(p, reads), DEFAULT_TTL_MS),
+        Value::Object(o) => {
+            let mut ttl_ms = DEFAULT_TTL_MS;
+            if let Some(t) = field(o, "ttl_ms") {
+                match t.as_u64() {
+                    Some(n) if n > 0 => ttl_ms = n,
+                    _ => d.push(scope, format!("ttl_ms must be a positive integer, got {t}")),
+                }
             }
+            let kinds = ["header", "json", "form", "first", "concat"];
+            let key = match field(o, "preset") {
+                Some(Value::String(_)) if o.keys().any(|k| kinds.contains(&k.as_str())) => {
+                    Err("takes a preset or a key, not both".to_owned())
+                }
+                Some(Value::String(p)) => {
+                    unknown_fields(o, &["preset", "ttl_ms"], scope, d);
+                    preset(p, reads)
+                }
+                Some(other) => Err(format!("preset must be a string, got {other}")),
+                None if o.keys().all(|k| k == "ttl_ms") => {
+                    Err(format!("needs a preset or a key: {}", super::keys::FORMS))
+                }
+                None => {
+                    let mut warned = Vec::new();
+                    let k = super::keys::expr(o, &["ttl_ms"], &ctx, reads, &mut warned);
+                    for w in warned {
+                        d.warn(scope, w);
+                    }
+                    k
+                }
+            };
+            (key, ttl_ms)
+        }
+        _ => (
+            Err("must be a preset name or an object".to_owned()),
+            DEFAULT_TTL_MS,
+        ),
+    };
+    match key {
+        Ok(k) => Some(Dedupe::new(k, ttl_ms)),
+        Err(e) => {
+            d.push(scope, e);
+            None
         }
     }
-    let form = match (preset, forms.as_slice()) {
-        (Some(p), _) => ("preset", p),
-        (None, [(f, Value::String(s))]) => (*f, s.as_str()),
-        (None, [(f, other)]) => {
-            d.push(scope, format!("{f} must be a string, got {other}"));
-            return None;
+}
+
+/// A dedupe preset's key.
+fn preset(p: &str, reads: &mut Reads) -> Result<KeySource, String> {
+    match dedupe::preset(p) {
+        Some(PresetKey::Headers(hs)) => {
+            let mut alts: Vec<KeySource> =
+                hs.iter().map(|h| reads.header((*h).to_owned())).collect();
+            Ok(if alts.len() == 1 {
+                alts.remove(0)
+            } else {
+                KeySource::First(alts)
+            })
         }
-        (None, []) => {
-            d.push(scope, "needs one of preset, header or json");
-            return None;
-        }
-        (None, _) => {
-            d.push(scope, "takes exactly one of preset, header or json");
-            return None;
-        }
-    };
-    let key = match form {
-        ("preset", p) => match dedupe::preset(p) {
-            Some(PresetKey::Header(h)) => reads.header((*h).to_owned()),
-            Some(PresetKey::Json(j)) => reads.path(j.split('.').map(str::to_owned).collect()),
-            None => {
-                d.push(
-                    scope,
-                    format!("unknown preset {p:?} (known: {})", dedupe::preset_names()),
-                );
-                return None;
-            }
-        },
-        ("header", h) => match key_header(h) {
-            Ok(h) => reads.header(h),
-            Err(e) => {
-                d.push(scope, e);
-                return None;
-            }
-        },
-        (_, j) => match key_path(j) {
-            Ok(p) => reads.path(p),
-            Err(e) => {
-                d.push(scope, e);
-                return None;
-            }
-        },
-    };
-    Some(Dedupe::new(key, ttl_ms))
+        Some(PresetKey::Json(j)) => Ok(reads.path(j.split('.').map(str::to_owned).collect(), true)),
+        None => Err(format!(
+            "unknown preset {p:?} (known: {})",
+            dedupe::preset_names()
+        )),
+    }
 }
 
 struct SinkCtx<'a> {
@@ -595,6 +637,9 @@ fn check_sink(ctx: &SinkCtx, v: &Value, reads: &mut Reads, d: &mut Diags) -> Opt
     if let Scope::Sink { kind: k, .. } = &mut scope {
         *k = kind.map(str::to_owned);
     }
+    if let Some(Err(e)) = kind.map(sink_type) {
+        d.push(&scope, e);
+    }
     unknown_fields(obj, &["type", "ordered", "ordering_key"], &scope, d);
     let ordered = match field(obj, "ordered") {
         None => false,
@@ -618,15 +663,38 @@ fn check_sink(ctx: &SinkCtx, v: &Value, reads: &mut Reads, d: &mut Diags) -> Opt
             );
             return None;
         }
-        Some(k) => match ordering_key(k, ctx.store) {
-            Ok(src) => Some(src),
-            Err(e) => {
-                d.push(&scope, e);
-                return None;
+        Some(Value::Object(o)) => {
+            // Every error of the sink is reported: a bad key does not hide
+            // the checks after it.
+            let mut warned = Vec::new();
+            let store = ctx.store;
+            let header_ok = |h: &str| stored(store, h);
+            let kctx = KeyCtx {
+                integers: false,
+                header_ok: &header_ok,
+            };
+            let k = super::keys::expr(o, &[], &kctx, reads, &mut warned);
+            for w in warned {
+                d.warn(&scope, w);
             }
-        },
+            match k {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    d.push(&scope, format!("ordering_key: {e}"));
+                    None
+                }
+            }
+        }
+        Some(other) => {
+            d.push(
+                &scope,
+                format!("ordering_key must be {}, got {other}", super::keys::FORMS),
+            );
+            None
+        }
     };
-    if key.is_some() && !ordered {
+    // A key that failed its own check still needs an ordered sink.
+    if field(obj, "ordering_key").is_some() && !ordered {
         d.push(&scope, "ordering_key needs \"ordered\": true");
     }
     if ordered && ctx.delivery == Delivery::Direct {
@@ -639,39 +707,70 @@ fn check_sink(ctx: &SinkCtx, v: &Value, reads: &mut Reads, d: &mut Diags) -> Opt
         return None;
     }
     let sink = u16::try_from(ctx.index).ok()?;
-    let key = key.map(|k| match k {
-        OrderingKey::Header(h) => reads.header(h),
-        OrderingKey::Json(p) => reads.path(p),
-    });
     Some(Lane::new(sink, key, ctx.id))
 }
 
-enum OrderingKey {
-    Header(String),
-    Json(Path),
+/// The sink types the queue knows; another is named `custom:<name>`.
+pub const SINK_TYPES: &[&str] = &[
+    "http",
+    "sqs",
+    "sns",
+    "kafka",
+    "google_pubsub",
+    "eventbridge",
+    "kinesis",
+    "rabbitmq",
+    "nats",
+    "redis",
+    "log",
+];
+
+/// A sink type from the list, or `custom:<name>`; a near miss gets a
+/// suggestion.
+fn sink_type(t: &str) -> Result<(), String> {
+    if SINK_TYPES.contains(&t) || t.strip_prefix("custom:").is_some_and(|n| !n.is_empty()) {
+        return Ok(());
+    }
+    let near = SINK_TYPES
+        .iter()
+        .map(|k| (distance(t, k), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min();
+    let hint = near.map_or(String::new(), |(_, k)| format!(": did you mean {k:?}?"));
+    Err(format!(
+        "unknown sink type {t:?}{hint} (known: {}; name another as \"custom:<name>\")",
+        SINK_TYPES.join(", ")
+    ))
 }
 
-fn ordering_key(v: &Value, store: &StoreHeaders) -> Result<OrderingKey, String> {
-    const FORM: &str = "ordering_key must be {\"header\": name} or {\"json\": path}";
-    let Some(obj) = v.as_object() else {
-        return Err(format!("{FORM}, got {v}"));
-    };
-    match (obj.len(), obj.get("header"), obj.get("json")) {
-        (1, Some(Value::String(h)), None) => {
-            let h = key_header(h)?;
-            if !store.keeps(&h) {
-                let why = if CREDENTIAL_HEADERS.contains(&h.as_str()) {
-                    " (a credential header is never stored)"
-                } else {
-                    ""
-                };
-                return Err(format!(
-                    "ordering_key header {h:?} is not kept by the source's store_headers{why}, so a replay could not resolve the lane again"
-                ));
-            }
-            Ok(OrderingKey::Header(h))
+/// Levenshtein distance, for the suggestion.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
         }
-        (1, None, Some(Value::String(j))) => key_path(j).map(OrderingKey::Json),
-        _ => Err(format!("{FORM}, got {v}")),
     }
+    row[b.len()]
+}
+
+/// An ordering key's header must be stored with the hook: a replay
+/// resolves the lane again from the stored hook.
+fn stored(store: &StoreHeaders, h: &str) -> Result<(), String> {
+    if store.keeps(h) {
+        return Ok(());
+    }
+    let why = if CREDENTIAL_HEADERS.contains(&h) {
+        " (a credential header is never stored)"
+    } else {
+        ""
+    };
+    Err(format!(
+        "header {h:?} is not kept by the source's store_headers{why}, so a replay could not resolve the lane again"
+    ))
 }

@@ -4,6 +4,7 @@
 mod affinity;
 mod check;
 mod diag;
+mod keys;
 pub mod structpb;
 mod verify;
 
@@ -72,6 +73,15 @@ pub struct Source {
     /// Every header (lowercase) a key of this source reads: resolved at the
     /// request headers, so nothing else of them is kept for the body.
     pub headers: Vec<String>,
+    /// Every form field a key of this source reads (form-encoded bodies).
+    pub forms: Vec<String>,
+    /// The form field whose value holds the JSON the paths are read in,
+    /// when the body is form-encoded (GitHub's form content type sends
+    /// `payload=<JSON>`).
+    pub form_json: Option<String>,
+    /// The content-type header's place in `headers`, where the body's form
+    /// is told from JSON.
+    pub content_type: Option<usize>,
     /// Its signature verification, if any.
     pub verify: Option<Verify>,
     /// On a `tenant_path` route, the only tenants it accepts (from
@@ -86,13 +96,13 @@ impl Source {
     /// key comes from it, or its signature covers it. A header-only source
     /// without verification is stamped at the headers.
     pub fn needs_body(&self) -> bool {
-        !self.paths.is_empty() || self.verify.is_some()
+        self.keeps_body() || self.verify.is_some()
     }
 
-    /// Whether the body must be copied into the VM: only for JSON keys (a
-    /// signature is computed as the chunks pass).
+    /// Whether the body must be copied into the VM: only for keys read in
+    /// it (a signature is computed as the chunks pass).
     pub fn keeps_body(&self) -> bool {
-        !self.paths.is_empty()
+        !self.paths.is_empty() || !self.forms.is_empty()
     }
 
     /// Whether a tenant of the path may use this source.

@@ -1,0 +1,162 @@
+//! Key expressions, as a dedupe rule and an ordering key take them:
+//! `{"header": name}`, `{"json": "a.b"}` or `{"json": ["a", "b.c"]}` (with
+//! `"integer": true` to take a JSON integer), `{"form": field}`,
+//! `{"first": [expr, ...]}` and `{"concat": [expr, ...], "separator": s}`.
+
+use super::check::{key_header, Reads};
+use crate::json::Path;
+use crate::key::KeySource;
+use serde_json::{Map, Value};
+
+pub const FORMS: &str = "{\"header\": name}, {\"json\": path}, {\"form\": field}, \
+{\"first\": [key, ...]} or {\"concat\": [key, ...], \"separator\": text}";
+
+/// What an expression's place allows.
+pub struct KeyCtx<'a> {
+    /// A JSON integer is a key without `"integer": true` (dedupe keys).
+    pub integers: bool,
+    /// A header must pass this (an ordering key's header must be stored).
+    pub header_ok: &'a dyn Fn(&str) -> Result<(), String>,
+}
+
+/// Parses a key expression object (the fields other than `skip`), interning
+/// what it reads; warnings (a path that can never match) go to `warn`.
+pub fn expr(
+    obj: &Map<String, Value>,
+    skip: &[&str],
+    ctx: &KeyCtx,
+    reads: &mut Reads,
+    warn: &mut Vec<String>,
+) -> Result<KeySource, String> {
+    let fields: Vec<(&String, &Value)> = obj
+        .iter()
+        .filter(|(k, v)| !skip.contains(&k.as_str()) && !v.is_null())
+        .collect();
+    let has = |k: &str| fields.iter().any(|(f, _)| f.as_str() == k);
+    let kinds = ["header", "json", "form", "first", "concat"];
+    if kinds.iter().filter(|k| has(k)).count() > 1 {
+        return Err("a key takes exactly one of header, json, form, first or concat".into());
+    }
+    let extra = |allowed: &[&str]| {
+        fields
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .find(|k| !allowed.contains(k))
+            .map(|k| format!("unknown field {k:?} in a key"))
+    };
+    if has("header") {
+        if let Some(e) = extra(&["header"]) {
+            return Err(e);
+        }
+        let h = obj
+            .get("header")
+            .and_then(Value::as_str)
+            .ok_or("header must be a string")?;
+        let h = key_header(h)?;
+        (ctx.header_ok)(&h)?;
+        return Ok(reads.header(h));
+    }
+    if has("json") {
+        if let Some(e) = extra(&["json", "integer"]) {
+            return Err(e);
+        }
+        let path = json_path(obj.get("json").unwrap_or(&Value::Null), warn)?;
+        let integer = match obj.get("integer") {
+            None | Some(Value::Null) => ctx.integers,
+            Some(Value::Bool(b)) => *b || ctx.integers,
+            Some(other) => return Err(format!("integer must be true or false, got {other}")),
+        };
+        return Ok(reads.path(path, integer));
+    }
+    if has("form") {
+        if let Some(e) = extra(&["form"]) {
+            return Err(e);
+        }
+        match obj.get("form") {
+            Some(Value::String(f)) if !f.is_empty() => return Ok(reads.form(f.clone())),
+            other => {
+                return Err(format!(
+                    "form must be a non-empty field name, got {}",
+                    show(other)
+                ))
+            }
+        }
+    }
+    if has("first") || has("concat") {
+        let (name, allowed): (&str, &[&str]) = if has("first") {
+            ("first", &["first"])
+        } else {
+            ("concat", &["concat", "separator"])
+        };
+        if let Some(e) = extra(allowed) {
+            return Err(e);
+        }
+        let Some(Value::Array(list)) = obj.get(name) else {
+            return Err(format!("{name} must be a list of keys"));
+        };
+        let (min, words) = if name == "first" {
+            (1, "one key")
+        } else {
+            (2, "two keys")
+        };
+        if list.len() < min {
+            return Err(format!("{name} needs at least {words}"));
+        }
+        let mut parts = Vec::new();
+        for item in list {
+            let Some(o) = item.as_object() else {
+                return Err(format!("each key in {name} must be {FORMS}, got {item}"));
+            };
+            parts.push(expr(o, &[], ctx, reads, warn)?);
+        }
+        if name == "first" {
+            return Ok(KeySource::First(parts));
+        }
+        let sep = match obj.get("separator") {
+            None => ":".to_owned(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => return Err(format!("separator must be a string, got {other}")),
+        };
+        return Ok(KeySource::Concat(parts, sep));
+    }
+    Err(format!("a key must be {FORMS}"))
+}
+
+fn show(v: Option<&Value>) -> String {
+    v.map_or("nothing".to_owned(), Value::to_string)
+}
+
+/// A path: a dotted string, or a list of keys (for keys with dots in them).
+pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, String> {
+    let path: Path = match v {
+        Value::String(s) => {
+            let p: Path = s.split('.').map(str::to_owned).collect();
+            if p.iter().any(String::is_empty) {
+                return Err(format!("json path {s:?} has an empty segment"));
+            }
+            if s.starts_with('$') || s.starts_with('/') || s.contains('[') {
+                warn.push(format!(
+                    "json path {s:?} looks like JSONPath or a JSON Pointer, which hookstamp does not read: \
+                     a path is dotted keys (data.object.id) or a list of keys, and this one never matches"
+                ));
+            }
+            p
+        }
+        Value::Array(list) if !list.is_empty() => {
+            let mut p = Vec::new();
+            for seg in list {
+                match seg.as_str() {
+                    Some(s) if !s.is_empty() => p.push(s.to_owned()),
+                    _ => return Err(format!("json path {v} must be a list of non-empty keys")),
+                }
+            }
+            p
+        }
+        other => {
+            return Err(format!(
+                "json path must be a dotted string or a list of keys, got {other}"
+            ))
+        }
+    };
+    Ok(path)
+}
