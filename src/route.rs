@@ -6,7 +6,7 @@
 //! for segment) names a source; any other spelling of a path under the
 //! prefix is answered 404.
 
-use crate::config::{tenant_ok, Config, Routing, DEFAULT_TENANT};
+use crate::config::{tenant_ok, Config, DEFAULT_TENANT};
 use crate::path;
 
 /// Where a request goes.
@@ -48,17 +48,19 @@ fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
         }
     }
     let rest: Vec<&str> = segs.collect();
-    match (cfg.routing, rest.as_slice()) {
-        (Routing::Path, [id]) => match cfg.find(id) {
-            Some((source, s)) => Route::Source {
+    match rest.as_slice() {
+        [id] => match cfg.find(id) {
+            Some((source, s)) if s.routing.path() => Route::Source {
                 source,
                 tenant: &s.tenant,
             },
-            None => Route::Reject,
+            _ => Route::Reject,
         },
-        (Routing::TenantPath, [tenant, id]) if tenant_ok(tenant) => match cfg.find(id) {
+        [tenant, id] if tenant_ok(tenant) => match cfg.find(id) {
             Some((source, s))
-                if (s.tenant == DEFAULT_TENANT || s.tenant == *tenant) && s.accepts(tenant) =>
+                if s.routing.tenant_path()
+                    && (s.tenant == DEFAULT_TENANT || s.tenant == *tenant)
+                    && s.accepts(tenant) =>
             {
                 Route::Source { source, tenant }
             }

@@ -122,15 +122,7 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         return None;
     };
     unknown_fields(obj, TOP_LEVEL, &Scope::Config, d);
-    let routing = choice(
-        obj,
-        "routing",
-        &[
-            ("path", Routing::Path),
-            ("tenant_path", Routing::TenantPath),
-        ],
-        d,
-    );
+    let routing = routing_of(field(obj, "routing"), &Scope::Config, d).unwrap_or(Routing::Path);
     let prefix = match field(obj, "prefix").map(Value::as_str) {
         None => vec!["webhooks".to_owned()],
         Some(Some(p)) if prefix_ok(p) => segments(p),
@@ -333,6 +325,7 @@ fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
             "sinks",
             "affinity",
             "form_json",
+            "routing",
         ],
         &scope,
         d,
@@ -376,9 +369,10 @@ fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
         }
         Some(_) => d.push(&scope, "sinks must be a list"),
     }
+    let routing = routing_of(field(obj, "routing"), &scope, d).unwrap_or(ctx.routing);
     let verify = field(obj, "verify")
-        .and_then(|v| super::verify::check(v, &Scope::Verify(id.clone()), ctx.routing, ctx.env, d));
-    let mut tenants = field(obj, "tenants").and_then(|v| check_tenants(v, &scope, ctx.routing, d));
+        .and_then(|v| super::verify::check(v, &Scope::Verify(id.clone()), routing, ctx.env, d));
+    let mut tenants = field(obj, "tenants").and_then(|v| check_tenants(v, &scope, routing, d));
     if let Some(crate::verify::Verify {
         secrets: crate::verify::Secrets::PerTenant(map),
         ..
@@ -434,6 +428,7 @@ fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
         verify,
         tenants,
         affinity,
+        routing,
     })
 }
 
@@ -459,9 +454,41 @@ impl Ordered {
     }
 }
 
+/// `"path"`, `"tenant_path"`, or a list of both.
+fn routing_of(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> Option<Routing> {
+    let v = v?;
+    let one = |s: &str| match s {
+        "path" => Some(Routing::Path),
+        "tenant_path" => Some(Routing::TenantPath),
+        _ => None,
+    };
+    let r = match v {
+        Value::String(s) => one(s),
+        Value::Array(list) => {
+            let forms: Option<Vec<Routing>> =
+                list.iter().map(|x| x.as_str().and_then(one)).collect();
+            match forms.as_deref() {
+                Some([r]) => Some(*r),
+                Some(rs) if rs.contains(&Routing::Path) && rs.contains(&Routing::TenantPath) => {
+                    Some(Routing::Both)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    if r.is_none() {
+        d.push(
+            scope,
+            "routing must be \"path\", \"tenant_path\" or [\"path\", \"tenant_path\"]",
+        );
+    }
+    r
+}
+
 /// A tenant allow-list: only on a `tenant_path` route.
 fn check_tenants(v: &Value, scope: &Scope, routing: Routing, d: &mut Diags) -> Option<Vec<String>> {
-    if routing != Routing::TenantPath {
+    if !routing.tenant_path() {
         d.push(scope, "tenants needs \"routing\": \"tenant_path\"");
         return None;
     }

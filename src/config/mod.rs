@@ -24,6 +24,18 @@ pub enum Routing {
     Path,
     /// `<prefix>/<tenant>/<source_id>`
     TenantPath,
+    /// Both forms, told apart by their number of segments.
+    Both,
+}
+
+impl Routing {
+    pub fn path(self) -> bool {
+        matches!(self, Routing::Path | Routing::Both)
+    }
+
+    pub fn tenant_path(self) -> bool {
+        matches!(self, Routing::TenantPath | Routing::Both)
+    }
 }
 
 /// How the upstream delivers.
@@ -89,6 +101,9 @@ pub struct Source {
     pub tenants: Option<Vec<String>>,
     /// What its affinity stamp carries; `None` when affinity is off.
     pub affinity: Option<Affinity>,
+    /// The route forms it is reachable by (the top-level `routing`, unless
+    /// the source has its own).
+    pub routing: Routing,
 }
 
 impl Source {

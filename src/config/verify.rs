@@ -87,7 +87,7 @@ pub fn check(
             list, "secrets", whsec, scope, env, d,
         ))),
         Some(Value::Object(map)) => {
-            if routing != Routing::TenantPath {
+            if !routing.tenant_path() {
                 d.push(
                     scope,
                     "per-tenant secrets need \"routing\": \"tenant_path\"",

@@ -2,7 +2,7 @@
 //! committed corpus (tests/fuzz_regressions.rs), so a regression input is
 //! checked the same way with or without libFuzzer.
 
-use hookstamp::config::{self, Routing};
+use hookstamp::config;
 use hookstamp::route::{self, Route};
 
 /// Config: loads the same way twice; a config that loads routes each of its
@@ -35,13 +35,25 @@ pub fn check_config(data: &[u8]) {
             let _ = cfg.summary();
             for (i, s) in cfg.sources.iter().enumerate() {
                 let prefix: String = cfg.prefix.iter().map(|p| format!("/{p}")).collect();
-                let path = match cfg.routing {
-                    Routing::Path => format!("{prefix}/{}", s.id),
-                    Routing::TenantPath => format!("{prefix}/{}/{}", s.tenant, s.id),
-                };
-                match route::route(cfg, "POST", &path) {
-                    Route::Source { source, .. } => assert_eq!(source, i),
-                    other => panic!("{path} routed to {other:?}"),
+                // Each route form the source allows reaches it (a tenant
+                // list's first tenant where it has one).
+                let tenant = s
+                    .tenants
+                    .as_ref()
+                    .and_then(|t| t.first())
+                    .unwrap_or(&s.tenant);
+                let mut paths = Vec::new();
+                if s.routing.path() {
+                    paths.push(format!("{prefix}/{}", s.id));
+                }
+                if s.routing.tenant_path() {
+                    paths.push(format!("{prefix}/{tenant}/{}", s.id));
+                }
+                for path in paths {
+                    match route::route(cfg, "POST", &path) {
+                        Route::Source { source, .. } => assert_eq!(source, i),
+                        other => panic!("{path} routed to {other:?}"),
+                    }
                 }
             }
         }
