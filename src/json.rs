@@ -14,7 +14,8 @@
 //! - object keys are compared after unescaping; with duplicate keys the last
 //!   one wins (a later duplicate replaces the whole earlier subtree);
 //! - an integer is returned as its exact decimal text (`-0` becomes `0`);
-//!   floats, booleans, null, objects and arrays are not scalars here.
+//!   floats, booleans, null, objects and arrays are `Other`: there, but not
+//!   keys.
 //!
 //! Off-path values are skipped with an explicit stack, so hostile nesting
 //! cannot overflow the (small, fixed) wasm stack. Recursion only follows the
@@ -32,6 +33,9 @@ pub enum Scalar<'a> {
     Str(Cow<'a, str>),
     /// A JSON integer, as exact decimal text.
     Int(&'a str),
+    /// Something else is there (a float, a boolean, null, an object or an
+    /// array): never a key, but not absent either (the missing-key reason).
+    Other,
 }
 
 /// Splits a configured dot path. Returns `None` if any segment is empty.
@@ -137,14 +141,15 @@ impl<'a> Parser<'a> {
         let leaf = |c: &usize| paths.get(*c).is_some_and(|p| p.len() == depth);
         let found = match self.peek()? {
             b'"' => Some(Scalar::Str(self.string()?)),
-            b'-' | b'0'..=b'9' => self.number()?.map(Scalar::Int),
+            b'-' | b'0'..=b'9' => Some(self.number()?.map_or(Scalar::Other, Scalar::Int)),
             b'{' if cands.iter().any(|c| !leaf(c)) => {
                 self.object_on(depth, cands, paths, out)?;
-                None
+                // An object, for the paths that end here.
+                Some(Scalar::Other)
             }
             _ => {
                 self.skip_value()?;
-                None
+                Some(Scalar::Other)
             }
         };
         if let Some(v) = found {
@@ -468,6 +473,7 @@ mod tests {
             v.into_iter().next().flatten().map(|s| match s {
                 Scalar::Str(s) => format!("s:{s}"),
                 Scalar::Int(i) => format!("i:{i}"),
+                Scalar::Other => "other".into(),
             })
         })
     }
@@ -480,8 +486,10 @@ mod tests {
             one(r#"{"id":123456789012345678901234567890}"#, "id"),
             Some(Some("i:123456789012345678901234567890".into()))
         );
-        assert_eq!(one(r#"{"id":1.0}"#, "id"), Some(None));
-        assert_eq!(one(r#"{"id":1e3}"#, "id"), Some(None));
+        assert_eq!(one(r#"{"id":1.0}"#, "id"), Some(Some("other".into())));
+        assert_eq!(one(r#"{"id":1e3}"#, "id"), Some(Some("other".into())));
+        assert_eq!(one(r#"{"x":1}"#, "id"), Some(None));
+        assert_eq!(one(r#"{"id":{"a":1}}"#, "id"), Some(Some("other".into())));
         assert_eq!(
             one(r#"{"a":{"b":{"c":"x"}}}"#, "a.b.c"),
             Some(Some("s:x".into()))
@@ -495,7 +503,10 @@ mod tests {
             one(r#"{"id":"1","id":"2"}"#, "id"),
             Some(Some("s:2".into()))
         );
-        assert_eq!(one(r#"{"id":"1","id":null}"#, "id"), Some(None));
+        assert_eq!(
+            one(r#"{"id":"1","id":null}"#, "id"),
+            Some(Some("other".into()))
+        );
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub enum Found<'a> {
     Str(Cow<'a, [u8]>),
     /// An integer, as exact decimal text.
     Int(Cow<'a, [u8]>),
+    /// A value that is not a key (a float, a boolean, null, an object, an
+    /// array).
+    Other,
 }
 
 /// What a request offers its key expressions.
@@ -48,6 +51,97 @@ pub struct Values<'v, 'a> {
     pub headers: &'v [Option<&'a [u8]>],
     pub json: &'v [Option<Found<'a>>],
     pub form: &'v [Option<Vec<u8>>],
+    /// What became of the body (for the reason a key is missing).
+    pub body: BodyState,
+}
+
+/// What became of a body, as its keys see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyState {
+    /// Not read: the source's keys come from headers.
+    Unread,
+    /// JSON, scanned.
+    Json,
+    /// Not valid JSON (as a whole).
+    NotJson,
+    /// Form-encoded, its fields decoded.
+    Form,
+    /// Over max_json_bytes: never read.
+    OverLimit,
+}
+
+/// Why a key is missing: the `reason` label of the missing-key counters,
+/// a bounded set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// The header, path or form field is not there.
+    Absent,
+    /// It is there, empty.
+    Empty,
+    /// A value that is not a key: a float, a boolean, null, an object, an
+    /// array, or an integer where the key does not take one.
+    WrongType,
+    /// The body is not valid JSON.
+    NotJson,
+    /// A form field was wanted and the body is not form-encoded.
+    NotForm,
+    /// The body was over max_json_bytes.
+    OverLimit,
+}
+
+impl Missing {
+    pub const ALL: [Missing; 6] = [
+        Missing::Absent,
+        Missing::Empty,
+        Missing::WrongType,
+        Missing::NotJson,
+        Missing::NotForm,
+        Missing::OverLimit,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Missing::Absent => "absent",
+            Missing::Empty => "empty",
+            Missing::WrongType => "wrong_type",
+            Missing::NotJson => "not_json",
+            Missing::NotForm => "not_form",
+            Missing::OverLimit => "over_limit",
+        }
+    }
+}
+
+/// Why `k` gave no key (called only when it gave none): the first
+/// alternative's reason for `first`, the first missing part's for `concat`.
+pub fn why(k: &KeySource, v: &Values<'_, '_>) -> Missing {
+    match k {
+        KeySource::Header(i) => match v.headers.get(*i).copied().flatten() {
+            None => Missing::Absent,
+            Some(_) => Missing::Empty,
+        },
+        KeySource::Json { path, .. } => match v.body {
+            BodyState::OverLimit => Missing::OverLimit,
+            BodyState::NotJson => Missing::NotJson,
+            _ => match v.json.get(*path).and_then(Option::as_ref) {
+                None => Missing::Absent,
+                Some(Found::Str(s)) if s.is_empty() => Missing::Empty,
+                Some(_) => Missing::WrongType,
+            },
+        },
+        KeySource::Form(i) => match v.body {
+            BodyState::OverLimit => Missing::OverLimit,
+            BodyState::Form => match v.form.get(*i).and_then(Option::as_ref) {
+                None => Missing::Absent,
+                Some(_) => Missing::Empty,
+            },
+            _ => Missing::NotForm,
+        },
+        KeySource::First(ks) => ks.first().map_or(Missing::Absent, |k| why(k, v)),
+        KeySource::Concat(ks, _) => ks
+            .iter()
+            .find(|k| eval(k, v).is_none())
+            .map_or(Missing::Absent, |k| why(k, v)),
+    }
 }
 
 /// Evaluates a key expression; `None` (no key) when what it reads is
@@ -58,7 +152,7 @@ pub fn eval<'a>(k: &KeySource, v: &Values<'_, 'a>) -> Option<Cow<'a, [u8]>> {
         KeySource::Json { path, integer } => match v.json.get(*path)?.as_ref()? {
             Found::Str(s) => s.clone(),
             Found::Int(n) if *integer => n.clone(),
-            Found::Int(_) => return None,
+            Found::Int(_) | Found::Other => return None,
         },
         KeySource::Form(i) => Cow::Owned(v.form.get(*i)?.as_ref()?.clone()),
         KeySource::First(ks) => return ks.iter().find_map(|k| eval(k, v)),
@@ -188,6 +282,7 @@ mod tests {
             headers: &[Some(b"h1"), None],
             json: &json,
             form: &[Some(b"f".to_vec())],
+            body: BodyState::Json,
         };
         let first = KeySource::First(vec![
             KeySource::Header(1),
@@ -227,5 +322,16 @@ mod tests {
         let missing =
             KeySource::Concat(vec![KeySource::Header(0), KeySource::Header(1)], ":".into());
         assert_eq!(eval(&missing, &v), None);
+        assert_eq!(why(&missing, &v), Missing::Absent);
+        let int = KeySource::Json {
+            path: 1,
+            integer: false,
+        };
+        assert_eq!(why(&int, &v), Missing::WrongType);
+        let not_form = Values {
+            body: BodyState::Json,
+            ..v
+        };
+        assert_eq!(why(&KeySource::Form(0), &not_form), Missing::NotForm);
     }
 }

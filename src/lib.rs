@@ -7,6 +7,8 @@
 pub mod affinity;
 pub mod config;
 pub mod dedupe;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod explain;
 pub mod host;
 pub mod json;
 pub mod key;

@@ -460,16 +460,13 @@ impl Vm {
         let keeps = cfg.sources.get(w.source).is_some_and(|s| s.keeps_body());
         let (len, cap) = (w.body.len(), w.body.capacity());
         let need = len.saturating_add(size);
-        let new_cap = if !keeps || need <= cap {
-            cap
-        } else {
-            // Doubling, so that many small chunks do not copy the body each;
-            // never past the declared length.
-            let limit = w
-                .declared
-                .unwrap_or(cfg.max_json_bytes)
-                .min(cfg.max_json_bytes);
-            cap.saturating_mul(2).min(limit).max(need)
+        let new_cap = match w.declared {
+            _ if !keeps || need <= cap => cap,
+            // Past what was reserved up front, a declared body is reserved
+            // whole: it is arriving, and it never regrows again.
+            Some(declared) => declared.min(cfg.max_json_bytes).max(need),
+            // Doubling, so that many small chunks do not copy the body each.
+            None => cap.saturating_mul(2).min(cfg.max_json_bytes).max(need),
         };
         let fresh = if new_cap > cap { new_cap } else { 0 };
         let peak = self

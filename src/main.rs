@@ -12,6 +12,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage:
   hookstamp check FILE [--deployment envoy|wasmplugin]
   hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS]
+  hookstamp explain CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS]
   hookstamp batch CONFIG.json [--now UNIX_SECONDS] < requests.jsonl
   hookstamp --version
 
@@ -26,7 +27,10 @@ stamp  prints the filter's answer for one request as JSON:
        (any status the filter answers) or {\"action\":\"pass\"}; exits 2 on a bad config.
        Signatures are checked at --now (default: the clock), with secrets
        from the environment, as in the filter.
-batch  the same for many requests: one JSON object a line in, one answer a line out;
+explain  why a request goes where it does: the route, the body, the signature,
+       and for the dedupe key and each lane where the key was looked for, what
+       was found (or why nothing was), and what became of it.
+batch  the same as stamp for many requests: one JSON object a line in, one answer a line out;
        a request is {\"method\":\"POST\",\"path\":P,\"headers\":[[name,value],...],
        \"body\":text} (or \"body_hex\":hex instead of body).";
 
@@ -49,12 +53,13 @@ fn run() -> Result<ExitCode, String> {
             println!("{USAGE}");
             return Ok(ExitCode::SUCCESS);
         }
-        _ => return Err(usage("a command: check, stamp or batch")),
+        _ => return Err(usage("a command: check, stamp, explain or batch")),
     };
     match cmd.as_str() {
         "check" => check(&mut p),
         "stamp" => stamp(&mut p),
         "batch" => batch(&mut p),
+        "explain" => explain(&mut p),
         "help" => {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)
@@ -211,7 +216,8 @@ fn now_arg(p: &mut lexopt::Parser) -> Result<u64, String> {
         .ok_or_else(|| usage("--now UNIX_SECONDS"))
 }
 
-fn stamp(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
+/// A request from the command line, and the time it is checked at.
+fn request_args(p: &mut lexopt::Parser) -> Result<(Loaded, Request, Option<u64>), String> {
     let config = config_arg(p)?;
     let mut req = Request {
         method: "POST".into(),
@@ -238,6 +244,10 @@ fn stamp(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
             Short('H') | Long("header") => req.headers.push(header(&text(p)?)?),
             Long("body") => body = Some(p.value().map_err(|e| e.to_string())?),
             Long("now") => now = Some(now_arg(p)?),
+            Short('h') | Long("help") => {
+                println!("{USAGE}");
+                std::process::exit(0)
+            }
             other => return Err(other.unexpected().to_string()),
         }
     }
@@ -256,7 +266,32 @@ fn stamp(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         }
         Some(b) => std::fs::read(b).map_err(|e| format!("--body {}: {e}", b.to_string_lossy()))?,
     };
+    Ok((loaded, req, now))
+}
+
+fn stamp(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
+    let (loaded, req, now) = request_args(p)?;
     println!("{}", req.answer(&loaded.config, now));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn explain(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
+    let (loaded, req, now) = request_args(p)?;
+    let now = now.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
+    for line in hookstamp::explain::explain(
+        &loaded.config,
+        &req.method,
+        &req.path,
+        &req.headers,
+        &req.body,
+        now,
+    ) {
+        println!("{line}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,6 +4,7 @@
 
 use crate::config::Config;
 use crate::host::{Host, Level, MetricKind};
+use crate::key::Missing;
 use crate::resolve::Stamped;
 use crate::verify::Reason;
 
@@ -22,7 +23,8 @@ pub struct Metrics {
 
 pub struct SourceMetrics {
     pub stamped: Id,
-    pub dedupe_key_missing: Id,
+    /// By reason (`key::Missing`), for a source with dedupe.
+    pub dedupe_key_missing: Vec<(Missing, Id)>,
     pub body_over_limit: Id,
     pub spoofed: Id,
     /// 503: the held-bytes budget was full.
@@ -31,8 +33,8 @@ pub struct SourceMetrics {
     pub hold_timeout: Id,
     /// ... and not one body callback came for it.
     pub body_never_seen: Id,
-    /// (sink index, counter) for each keyed lane.
-    pub lane_key_missing: Vec<(u16, Id)>,
+    /// (sink index, reason, counter) for each keyed lane and reason.
+    pub lane_key_missing: Vec<(u16, Missing, Id)>,
     /// Sources with `verify`: signatures that verified.
     pub verified: Id,
     /// ... and those that did not, by reason.
@@ -75,7 +77,7 @@ impl Metrics {
             let named = |host: &mut _, what: &str| counter(host, &format!("hookstamp_{what}{tag}"));
             let mut m = SourceMetrics {
                 stamped: named(host, "requests_stamped_total"),
-                dedupe_key_missing: named(host, "dedupe_key_missing_total"),
+                dedupe_key_missing: Vec::new(),
                 body_over_limit: named(host, "body_over_limit_total"),
                 spoofed: named(host, "spoofed_headers_stripped_total"),
                 busy: named(host, "busy_total"),
@@ -95,9 +97,25 @@ impl Metrics {
                     m.verify_failed.push((r, counter(host, &name)));
                 }
             }
+            // A bounded reason label: Missing::ALL.
+            if s.dedupe.is_some() {
+                for r in Missing::ALL {
+                    let name = format!(
+                        "hookstamp_dedupe_key_missing_total{tag}.reason={};",
+                        r.as_str()
+                    );
+                    m.dedupe_key_missing.push((r, counter(host, &name)));
+                }
+            }
             for l in s.lanes.iter().filter(|l| l.key.is_some()) {
-                let name = format!("hookstamp_lane_key_missing_total{tag}.sink={};", l.sink);
-                m.lane_key_missing.push((l.sink, counter(host, &name)));
+                for r in Missing::ALL {
+                    let name = format!(
+                        "hookstamp_lane_key_missing_total{tag}.sink={};.reason={};",
+                        l.sink,
+                        r.as_str()
+                    );
+                    m.lane_key_missing.push((l.sink, r, counter(host, &name)));
+                }
             }
             sources.push(m);
         }
@@ -129,16 +147,17 @@ impl Metrics {
         };
         bump(host, m.stamped, 1);
         bump(host, m.spoofed, spoofed);
-        bump(
-            host,
-            m.dedupe_key_missing,
-            usize::from(s.dedupe_key_missing),
-        );
+        if let Some(why) = s.dedupe_key_missing {
+            let id = m.dedupe_key_missing.iter().find(|(r, _)| *r == why);
+            bump(host, id.and_then(|(_, id)| *id), 1);
+        }
         bump(host, m.body_over_limit, usize::from(s.body_too_large));
-        for sink in &s.lane_keys_missing {
-            if let Some((_, id)) = m.lane_key_missing.iter().find(|(k, _)| k == sink) {
-                bump(host, *id, 1);
-            }
+        for (sink, why) in &s.lane_keys_missing {
+            let id = m
+                .lane_key_missing
+                .iter()
+                .find(|(k, r, _)| k == sink && r == why);
+            bump(host, id.and_then(|(_, _, id)| *id), 1);
         }
     }
 

@@ -4,7 +4,7 @@ use crate::affinity::{self, Affinity};
 use crate::config::{Config, Source};
 use crate::dedupe::MAX_DEDUPE_KEY;
 use crate::json::{self, Scalar};
-use crate::key::{self, Found, KeySource};
+use crate::key::{self, BodyState, Found, KeySource, Missing};
 use crate::lanes::{self, MAX_LANE_KEY};
 use crate::reply::{self, Reply};
 use crate::route::{self, Route};
@@ -40,10 +40,10 @@ impl<'b> Body<'b> {
 pub struct Stamped<'a> {
     /// The stamp headers, in contract order.
     pub headers: Vec<(&'a str, Cow<'a, str>)>,
-    /// The source has dedupe but the request had no key.
-    pub dedupe_key_missing: bool,
-    /// Sink indices of keyed lanes whose key was missing (keyless instead).
-    pub lane_keys_missing: Vec<u16>,
+    /// The source has dedupe but the request had no key: why.
+    pub dedupe_key_missing: Option<Missing>,
+    /// Keyed lanes whose key was missing (keyless instead): sink index, why.
+    pub lane_keys_missing: Vec<(u16, Missing)>,
     /// The source reads the body, and it was over max_json_bytes.
     pub body_too_large: bool,
 }
@@ -170,11 +170,11 @@ pub fn stamp<'a>(
         headers: Vec::with_capacity(5 + 3 * src.lanes.len()),
         ..Stamped::default()
     };
-    let (json_found, form) = match (src.keeps_body(), body) {
-        (false, _) => (Vec::new(), Vec::new()),
+    let (json_found, form, state) = match (src.keeps_body(), body) {
+        (false, _) => (Vec::new(), Vec::new(), BodyState::Unread),
         (true, Body::TooLarge) => {
             out.body_too_large = true;
-            (Vec::new(), Vec::new())
+            (Vec::new(), Vec::new(), BodyState::OverLimit)
         }
         (true, Body::Bytes(b)) => read_body(src, header_keys, b),
     };
@@ -182,6 +182,7 @@ pub fn stamp<'a>(
         headers: header_keys,
         json: &json_found,
         form: &form,
+        body: state,
     };
     let lookup = |k: &KeySource| key::eval(k, &values);
     let h = &mut out.headers;
@@ -205,7 +206,7 @@ pub fn stamp<'a>(
                 h.push((stamps::IDEMPOTENCY_KEY, idem));
                 dedupe_key = Some(k);
             }
-            None => out.dedupe_key_missing = true,
+            None => out.dedupe_key_missing = Some(key::why(&d.key, &values)),
         }
     }
     let mut affinity: Option<Cow<'a, str>> = None;
@@ -230,8 +231,9 @@ pub fn stamp<'a>(
                 h.push((group_name, encoded));
             }
             None => {
-                if lane.key.is_some() {
-                    out.lane_keys_missing.push(lane.sink);
+                if let Some(ks) = &lane.key {
+                    out.lane_keys_missing
+                        .push((lane.sink, key::why(ks, &values)));
                 }
                 let group = lanes::keyless_group(tenant, &src.id);
                 if node_local {
@@ -261,15 +263,19 @@ pub fn stamp<'a>(
 /// form-encoded body (by its content-type) has its fields decoded, and its
 /// `form_json` field, if the source names one, is the JSON the paths are
 /// read in.
-fn read_body<'a>(
-    src: &Source,
-    header_keys: &[Option<&'a [u8]>],
-    body: &'a [u8],
-) -> (Vec<Option<Found<'a>>>, Vec<Option<Vec<u8>>>) {
+type Read<'a> = (Vec<Option<Found<'a>>>, Vec<Option<Vec<u8>>>, BodyState);
+
+fn read_body<'a>(src: &Source, header_keys: &[Option<&'a [u8]>], body: &'a [u8]) -> Read<'a> {
     let content_type = src.content_type.and_then(|i| *header_keys.get(i)?);
     if !key::is_form(content_type) {
-        let json = json::extract(body, &src.paths).unwrap_or_default();
-        return (json.into_iter().map(|s| s.map(found)).collect(), Vec::new());
+        return match json::extract(body, &src.paths) {
+            Some(json) => (
+                json.into_iter().map(|s| s.map(found)).collect(),
+                Vec::new(),
+                BodyState::Json,
+            ),
+            None => (Vec::new(), Vec::new(), BodyState::NotJson),
+        };
     }
     let fields = key::form_fields(body);
     let field = |name: &str| {
@@ -288,7 +294,7 @@ fn read_body<'a>(
             .collect(),
         None => vec![None; src.paths.len()],
     };
-    (json, form)
+    (json, form, BodyState::Form)
 }
 
 /// A scanned scalar as a key's bytes.
@@ -297,6 +303,7 @@ fn found(s: Scalar<'_>) -> Found<'_> {
         Scalar::Str(Cow::Borrowed(b)) => Found::Str(Cow::Borrowed(b.as_bytes())),
         Scalar::Str(Cow::Owned(o)) => Found::Str(Cow::Owned(o.into_bytes())),
         Scalar::Int(n) => Found::Int(Cow::Borrowed(n.as_bytes())),
+        Scalar::Other => Found::Other,
     }
 }
 
@@ -304,6 +311,7 @@ fn owned<'a>(f: Found<'_>) -> Found<'a> {
     match f {
         Found::Str(s) => Found::Str(Cow::Owned(s.into_owned())),
         Found::Int(n) => Found::Int(Cow::Owned(n.into_owned())),
+        Found::Other => Found::Other,
     }
 }
 

@@ -899,3 +899,36 @@ fn a_struct_configuration_loads_as_its_json_does() {
         host.log
     );
 }
+
+#[test]
+fn missing_keys_are_counted_by_reason() {
+    let (mut vm, mut host) = boot(CONFIG);
+    for (ctx, body) in [
+        (2, &br#"{"id":"e","data":{"object":{}}}"#[..]),
+        (3, b"not json"),
+        (4, br#"{"id":"e","data":{"object":{"customer":1.5}}}"#),
+    ] {
+        start(
+            &mut vm,
+            &mut host,
+            ctx,
+            &post("/webhooks/stripe", &[]),
+            false,
+        );
+        chunk(&mut vm, &mut host, ctx, body, true);
+    }
+    let m = |sink: u16, r: &str| {
+        host.metric(&format!(
+            "hookstamp_lane_key_missing_total.source=stripe;.sink={sink};.reason={r};"
+        ))
+    };
+    assert_eq!(
+        (m(0, "absent"), m(0, "not_json"), m(0, "wrong_type")),
+        (1, 1, 1)
+    );
+    assert_eq!(m(1, "absent"), 3);
+    assert_eq!(
+        host.metric("hookstamp_dedupe_key_missing_total.source=stripe;.reason=not_json;"),
+        1
+    );
+}

@@ -140,7 +140,8 @@ fn reference(j: &J, path: &[&str]) -> Option<String> {
         J::Num(n) if !n.contains(['.', 'e', 'E']) => {
             Some(format!("i:{}", if n == "-0" { "0" } else { n }))
         }
-        _ => None,
+        // There, but not a key.
+        _ => Some("other".to_owned()),
     }
 }
 
@@ -156,6 +157,7 @@ fn ours(body: &[u8], paths: &[&[&str]]) -> Option<Vec<Option<String>>> {
                 f.map(|s| match s {
                     Scalar::Str(s) => format!("s:{s}"),
                     Scalar::Int(n) => format!("i:{n}"),
+                    Scalar::Other => "other".to_owned(),
                 })
             })
             .collect()

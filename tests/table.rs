@@ -215,3 +215,58 @@ fn a_path_that_looks_like_jsonpath_or_a_pointer_is_warned_about() {
     let l = config::load(r#"{"sources":[{"id":"s","dedupe":{"json":"data.id"}}]}"#).unwrap();
     assert!(l.warnings.is_empty());
 }
+
+#[test]
+fn explain_gives_the_reason_for_every_missing_key() {
+    let cfg = config::load(
+        r#"{"max_json_bytes": 400, "sources":[{"id":"s","dedupe":{"json":"id"},"sinks":[
+            {"type":"sqs","ordered":true,"ordering_key":{"json":"data.customer"}},
+            {"type":"sqs","ordered":true,"ordering_key":{"header":"x-entity-id"}},
+            {"type":"sqs","ordered":true,"ordering_key":{"form":"From"}}]}]}"#,
+    )
+    .unwrap()
+    .config;
+    let run = |headers: &[(&str, &str)], body: &str| {
+        hookstamp::explain::explain(&cfg, "POST", "/webhooks/s", headers, body.as_bytes(), 0)
+            .join("\n")
+    };
+    let e = run(
+        &[("x-entity-id", "")],
+        r#"{"id":1.5,"data":{"customer":7}}"#,
+    );
+    assert!(
+        e.contains("dedupe key: json id (integers too) → none (wrong_type): the value is a float"),
+        "{e}"
+    );
+    assert!(e.contains("→ none (wrong_type): the value is an integer, which this key takes only with \"integer\": true"), "{e}");
+    assert!(
+        e.contains("header x-entity-id → none (empty): the header is empty"),
+        "{e}"
+    );
+    assert!(e.contains("form field From → none (not_form)"), "{e}");
+    let e = run(&[], r#"{"data":[]}"#);
+    assert!(
+        e.contains("→ none (absent): the body has no key \"id\""),
+        "{e}"
+    );
+    assert!(
+        e.contains("(absent): data is an array (paths go through objects only)"),
+        "{e}"
+    );
+    let e = run(&[], r#"{"id":"x""#);
+    assert!(
+        e.contains("not valid JSON: EOF while parsing an object at line 1 column 9 (byte 8)"),
+        "{e}"
+    );
+    assert!(e.contains("(not_json)"), "{e}");
+    let e = run(&[], &"x".repeat(401));
+    assert!(
+        e.contains("over max_json_bytes (400)") && e.contains("(over_limit)"),
+        "{e}"
+    );
+    let e = run(&[], &format!(r#"{{"id":"{}"}}"#, "k".repeat(250)));
+    assert!(
+        e.contains("hashed, as it was over 200 bytes: sha256:"),
+        "{e}"
+    );
+}

@@ -1,0 +1,354 @@
+//! Why a hook went where it did: the route decision, what became of the
+//! body, the signature, and for the dedupe key and every lane where the key
+//! was looked for, what was found, and what became of it. The native
+//! harness's `hookstamp explain`; it runs the filter's own code for every
+//! decision and only adds words (and, for a body that is not JSON, where
+//! serde_json stops reading it).
+
+use crate::config::{Config, Source};
+use crate::dedupe::MAX_DEDUPE_KEY;
+use crate::key::{self, KeySource, Missing};
+use crate::lanes::MAX_LANE_KEY;
+use crate::resolve::{self, Outcome};
+use crate::route::{self, Route};
+use crate::stamps;
+use serde_json::Value;
+
+/// The explanation of one request, a line each.
+pub fn explain<N, V>(
+    cfg: &Config,
+    method: &str,
+    path: &str,
+    headers: &[(N, V)],
+    body: &[u8],
+    now_s: u64,
+) -> Vec<String>
+where
+    N: AsRef<str>,
+    V: AsRef<[u8]>,
+{
+    let mut out = Vec::new();
+    let outcome = resolve::handle_at(cfg, method, path, headers, body, now_s);
+    let (source, tenant) = match route::route(cfg, method, path) {
+        Route::Pass => {
+            out.push(format!(
+                "route: {method} {path} passes untouched: {}",
+                if crate::path::under(path, &cfg.prefix_view) {
+                    "GET and HEAD under the prefix are endpoint checks"
+                } else {
+                    "no reading of the path is under the prefix"
+                }
+            ));
+            return out;
+        }
+        Route::MethodNotAllowed => {
+            out.push(format!("route: {method} under the prefix: answered 405 (only POST is stamped; GET and HEAD pass)"));
+            return out;
+        }
+        Route::Reject => {
+            out.push(format!(
+                "route: {path} is under the prefix but is not a canonical path to a source: answered 404"
+            ));
+            return out;
+        }
+        Route::Source { source, tenant } => (source, tenant),
+    };
+    let Some(src) = cfg.sources.get(source) else {
+        return out;
+    };
+    out.push(format!(
+        "route: {method} {path}: source '{}', tenant '{tenant}'",
+        src.id
+    ));
+    out.push(body_line(cfg, src, headers, body));
+    if let Outcome::Reply(r) = &outcome {
+        out.push(format!(
+            "signature: refused, answered {} {}",
+            r.status, r.body
+        ));
+        return out;
+    }
+    let Outcome::Forward { stamped, .. } = &outcome else {
+        return out;
+    };
+    let stamp = |name: &str| {
+        stamped
+            .headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.to_string())
+    };
+    if src.verify.is_some() {
+        out.push(match stamp(stamps::VERIFIED).as_deref() {
+            Some("true") => "signature: verified".to_owned(),
+            _ => {
+                "signature: did not verify (flag mode): forwarded without its dedupe key".to_owned()
+            }
+        });
+    }
+    let json = serde_json::from_slice::<Value>(body).ok();
+    let detail = |k: &KeySource, why: Missing| missing_detail(src, k, why, json.as_ref());
+    match &src.dedupe {
+        None => out
+            .push("dedupe: none configured (a provider's retry looks like a new event)".to_owned()),
+        Some(d) => out.push(
+            match (stamp(stamps::DEDUPE_KEY), stamped.dedupe_key_missing) {
+                (Some(v), _) => format!(
+                    "dedupe key: {} → {}",
+                    describe(src, &d.key),
+                    became(&v, MAX_DEDUPE_KEY)
+                ),
+                (None, Some(why)) => {
+                    format!(
+                        "dedupe key: {} → none ({}): {}",
+                        describe(src, &d.key),
+                        why.as_str(),
+                        detail(&d.key, why)
+                    )
+                }
+                (None, None) => "dedupe key: not stamped (the signature did not verify)".to_owned(),
+            },
+        ),
+    }
+    for lane in &src.lanes {
+        let [_, key_name, _] = &lane.names;
+        let line = match (&lane.key, stamp(key_name)) {
+            (None, _) => format!(
+                "lane of sink {}: no ordering_key: the keyless lane",
+                lane.sink
+            ),
+            (Some(k), Some(v)) if !v.is_empty() => {
+                format!(
+                    "lane of sink {}: {} → {}",
+                    lane.sink,
+                    describe(src, k),
+                    became(&v, MAX_LANE_KEY)
+                )
+            }
+            (Some(k), _) => {
+                let why = stamped
+                    .lane_keys_missing
+                    .iter()
+                    .find(|(s, _)| *s == lane.sink)
+                    .map_or(Missing::Absent, |(_, w)| *w);
+                format!(
+                    "lane of sink {}: {} → none ({}): {}; the keyless lane (counted)",
+                    lane.sink,
+                    describe(src, k),
+                    why.as_str(),
+                    detail(k, why)
+                )
+            }
+        };
+        out.push(line);
+    }
+    if let Some(a) = stamp(stamps::AFFINITY) {
+        out.push(format!(
+            "affinity: {a} ({:?})",
+            src.affinity.unwrap_or(crate::affinity::Affinity::Source)
+        ));
+    }
+    out
+}
+
+fn body_line<N: AsRef<str>, V: AsRef<[u8]>>(
+    cfg: &Config,
+    src: &Source,
+    headers: &[(N, V)],
+    body: &[u8],
+) -> String {
+    if !src.needs_body() {
+        return "body: not read (the source's keys come from headers)".to_owned();
+    }
+    if body.len() > cfg.max_json_bytes {
+        return format!(
+            "body: {} bytes, over max_json_bytes ({}): never read, JSON keys missing",
+            body.len(),
+            cfg.max_json_bytes
+        );
+    }
+    if key::is_form(key::first_header(headers, "content-type"))
+        && (src.form_json.is_some() || !src.forms.is_empty())
+    {
+        let names: Vec<String> = key::form_fields(body)
+            .iter()
+            .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+            .collect();
+        return format!(
+            "body: {} bytes, form-encoded, fields: {}",
+            body.len(),
+            names.join(", ")
+        );
+    }
+    if crate::json::is_valid(body) {
+        return format!("body: {} bytes, JSON", body.len());
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Err(e) => format!(
+            "body: {} bytes, not valid JSON: {e} (byte {})",
+            body.len(),
+            offset(body, e.line(), e.column())
+        ),
+        Ok(_) => format!(
+            "body: {} bytes, not valid JSON as hookstamp reads it (a byte order mark, a lone surrogate escape or invalid UTF-8)",
+            body.len()
+        ),
+    }
+}
+
+/// The byte offset of a 1-based line and column.
+fn offset(body: &[u8], line: usize, column: usize) -> usize {
+    let mut at = 0;
+    for (n, l) in body.split(|&b| b == b'\n').enumerate() {
+        if n + 1 == line {
+            return at + column.saturating_sub(1);
+        }
+        at += l.len() + 1;
+    }
+    at
+}
+
+/// A key expression, as the configuration writes it.
+fn describe(src: &Source, k: &KeySource) -> String {
+    match k {
+        KeySource::Header(i) => {
+            format!("header {}", src.headers.get(*i).map_or("?", String::as_str))
+        }
+        KeySource::Json { path, integer } => {
+            let p = src
+                .paths
+                .get(*path)
+                .map(|p| path_text(p))
+                .unwrap_or_default();
+            format!("json {p}{}", if *integer { " (integers too)" } else { "" })
+        }
+        KeySource::Form(i) => format!(
+            "form field {}",
+            src.forms.get(*i).map_or("?", String::as_str)
+        ),
+        KeySource::First(ks) => {
+            format!(
+                "the first of ({})",
+                ks.iter()
+                    .map(|k| describe(src, k))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+        KeySource::Concat(ks, sep) => format!(
+            "({}) joined by {sep:?}",
+            ks.iter()
+                .map(|k| describe(src, k))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn path_text(p: &[String]) -> String {
+    if p.iter().any(|s| s.contains('.')) {
+        format!("{p:?}")
+    } else {
+        p.join(".")
+    }
+}
+
+/// What became of a found key, from its stamped form.
+fn became(stamped: &str, max: usize) -> String {
+    if stamped.starts_with("sha256:") && stamped.len() == 71 {
+        return format!("hashed, as it was over {max} bytes: {stamped}");
+    }
+    if stamped.contains('%') {
+        return format!("{stamped} (percent-encoded)");
+    }
+    format!("{stamped} (as is)")
+}
+
+/// Why a key is missing, in words: for a JSON path, where it stops.
+fn missing_detail(src: &Source, k: &KeySource, why: Missing, json: Option<&Value>) -> String {
+    let leaf = match k {
+        KeySource::First(ks) | KeySource::Concat(ks, _) => match ks.first() {
+            Some(first) => {
+                return format!(
+                    "{} (the first part's reason)",
+                    missing_detail(src, first, why, json)
+                )
+            }
+            None => return "nothing to look for".to_owned(),
+        },
+        other => other,
+    };
+    match (why, leaf) {
+        (Missing::Absent, KeySource::Header(i)) => {
+            format!(
+                "no header {}",
+                src.headers.get(*i).map_or("?", String::as_str)
+            )
+        }
+        (Missing::Empty, KeySource::Header(_)) => "the header is empty".to_owned(),
+        (
+            Missing::Absent | Missing::WrongType | Missing::Empty,
+            KeySource::Json { path, integer },
+        ) => {
+            let p = src.paths.get(*path).cloned().unwrap_or_default();
+            match json {
+                Some(v) => walk(v, &p, *integer),
+                None => "the JSON was read from a form field".to_owned(),
+            }
+        }
+        (Missing::NotJson, _) => "the body is not valid JSON (see the body line)".to_owned(),
+        (Missing::OverLimit, _) => "the body was over max_json_bytes".to_owned(),
+        (Missing::NotForm, _) => "the body is not form-encoded (by its content-type)".to_owned(),
+        (Missing::Absent, KeySource::Form(i)) => {
+            format!(
+                "no form field {}",
+                src.forms.get(*i).map_or("?", String::as_str)
+            )
+        }
+        (Missing::Empty, _) => "empty".to_owned(),
+        _ => why.as_str().to_owned(),
+    }
+}
+
+/// Follows a path through a decoded body: where it stops, or what is there.
+fn walk(v: &Value, path: &[String], integer: bool) -> String {
+    let mut cur = v;
+    for (n, seg) in path.iter().enumerate() {
+        let at = if n == 0 {
+            "the body".to_owned()
+        } else {
+            path_text(&path[..n])
+        };
+        match cur {
+            Value::Object(o) => match o.get(seg) {
+                Some(next) => cur = next,
+                None => return format!("{at} has no key {seg:?}"),
+            },
+            other => return format!("{at} is {} (paths go through objects only)", kind(other)),
+        }
+    }
+    match cur {
+        Value::String(s) if s.is_empty() => "the value is an empty string".to_owned(),
+        Value::Number(n) if n.is_i64() || n.is_u64() => {
+            if integer {
+                "the value is an integer".to_owned()
+            } else {
+                "the value is an integer, which this key takes only with \"integer\": true"
+                    .to_owned()
+            }
+        }
+        other => format!("the value is {}", kind(other)),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a float",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
