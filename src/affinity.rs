@@ -4,7 +4,6 @@
 //! and a provider's retries of one event, are committed on one node.
 
 use crate::lanes;
-use sha2::{Digest, Sha256};
 
 /// Domain separation for the affinity hash; bump the version to change it.
 const AFFINITY_DOMAIN: &[u8] = b"hookstamp.affinity.v1\0";
@@ -29,24 +28,15 @@ pub enum Affinity {
 /// u16be(len source_id) || source_id || (0x00 | 0x01 || key)`, where `key`
 /// is the stamped dedupe key (after the 200-byte rule).
 pub fn id(tenant: &str, source_id: &str, key: Option<&[u8]>) -> [u8; 16] {
-    let mut h = Sha256::new();
-    h.update(AFFINITY_DOMAIN);
     // Tenants and source ids are checked to at most 64 bytes.
-    h.update((tenant.len() as u16).to_be_bytes());
-    h.update(tenant.as_bytes());
-    h.update((source_id.len() as u16).to_be_bytes());
-    h.update(source_id.as_bytes());
-    match key {
-        None => h.update([0u8]),
-        Some(k) => {
-            h.update([1u8]);
-            h.update(k);
-        }
-    }
-    let digest = h.finalize();
-    let mut out = [0u8; 16];
-    out.copy_from_slice(&digest[..16]);
-    out
+    let (t, s) = (tenant.len() as u16, source_id.len() as u16);
+    let parts: [&[u8]; 4] = [
+        &t.to_be_bytes(),
+        tenant.as_bytes(),
+        &s.to_be_bytes(),
+        source_id.as_bytes(),
+    ];
+    lanes::id16(AFFINITY_DOMAIN, &parts, key)
 }
 
 /// `id` in lowercase hex, as stamped.

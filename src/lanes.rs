@@ -50,12 +50,24 @@ pub fn hex(id: &[u8; 16]) -> String {
 /// `"hookstamp.lane.v1" 0x00 || u16be(sink) || u16be(len id) || id ||
 /// (0x00 | 0x01 || key)`. `key` is the stamped key (after the 128-byte rule).
 pub fn lane_id(sink: u16, source_id: &str, key: Option<&[u8]>) -> [u8; 16] {
-    let mut h = Sha256::new();
-    h.update(LANE_DOMAIN);
-    h.update(sink.to_be_bytes());
     // Source ids are checked to at most 64 bytes, so the length fits.
-    h.update((source_id.len() as u16).to_be_bytes());
-    h.update(source_id.as_bytes());
+    let len = (source_id.len() as u16).to_be_bytes();
+    id16(
+        LANE_DOMAIN,
+        &[&sink.to_be_bytes(), &len, source_id.as_bytes()],
+        key,
+    )
+}
+
+/// The first 16 bytes of SHA-256 over `domain || parts... || (0x00 |
+/// 0x01 || key)`: the shape of every id hookstamp derives (lanes,
+/// affinity), so that an upstream recomputes one the same way.
+pub fn id16(domain: &[u8], parts: &[&[u8]], key: Option<&[u8]>) -> [u8; 16] {
+    let mut h = Sha256::new();
+    h.update(domain);
+    for p in parts {
+        h.update(p);
+    }
     match key {
         None => h.update([0u8]),
         Some(k) => {
