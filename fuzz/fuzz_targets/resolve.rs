@@ -64,7 +64,7 @@ fuzz_target!(|data: &[u8]| {
                     let got = got.map(|s| match s {
                         Scalar::Str(s) => format!("s:{s}"),
                         Scalar::Int(n) => format!("i:{n}"),
-                    Scalar::Other => "other".to_owned(),
+                        Scalar::Other => "other".to_owned(),
                     });
                     assert_eq!(got, reference(&v, p), "path {p:?}");
                 }
