@@ -294,6 +294,7 @@ def main():
     args = ap.parse_args()
     if args.only:
         keep = set(args.only.split(",")) | {"a", "b"}
+        keep |= {base(label) for label in keep}
         CASES[:] = [c for c in CASES if c[0] in keep]
         for name in [n for n in ENVOYS if n not in {c[2] for c in CASES}]:
             del ENVOYS[name]
