@@ -315,6 +315,20 @@ fn main() {
         "\nhookstamp ns: route + JSON scan + keys + lane ids + stamp encoding (resolve::handle)."
     );
     println!("scan ns: the JSON scan alone (json::extract over the source's paths); `vs walker` is walker / scan.");
+    // What the walker does not do, that the scanner must (the contract).
+    let surrogate = br#"{"x":"\ud800","id":"evt_1","data":{"object":{"customer":"c"}}}"#;
+    let big = br#"{"id":123456789012345678901234567890,"data":{"object":{"customer":"c"}}}"#;
+    let paths = &stripe.sources[0].paths;
+    println!(
+        "\nA lone surrogate escape in a skipped string: the scanner finds {}, the walker finds {:?}.",
+        if json::extract(surrogate, paths).is_none() { "no key (the body is not valid)" } else { "keys" },
+        walker(surrogate, PATHS)[0]
+    );
+    println!(
+        "An id of 123456789012345678901234567890: the scanner finds {:?}, the walker finds {:?}.",
+        json::extract(big, paths).and_then(|v| v.into_iter().next().flatten()),
+        walker(big, PATHS)[0]
+    );
     println!("walker ns: serde_json with a seed that follows the two paths and skips the rest (IgnoredAny).");
     println!("full-decode ns: serde_json::from_slice::<Value> + two path walks, nothing else.");
 }
