@@ -49,8 +49,10 @@ fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
     }
     let rest: Vec<&str> = segs.collect();
     match rest.as_slice() {
+        // By the path form a source has its own tenant, which a tenant
+        // list (or per-tenant secrets) must name.
         [id] => match cfg.find(id) {
-            Some((source, s)) if s.routing.path() => Route::Source {
+            Some((source, s)) if s.routing.path() && s.accepts(&s.tenant) => Route::Source {
                 source,
                 tenant: &s.tenant,
             },

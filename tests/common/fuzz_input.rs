@@ -43,7 +43,7 @@ pub fn check_config(data: &[u8]) {
                     .and_then(|t| t.first())
                     .unwrap_or(&s.tenant);
                 let mut paths = Vec::new();
-                if s.routing.path() {
+                if s.routing.path() && s.accepts(&s.tenant) {
                     paths.push(format!("{prefix}/{}", s.id));
                 }
                 if s.routing.tenant_path() {
