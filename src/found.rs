@@ -53,30 +53,31 @@ pub fn find(text: &str) -> Result<Vec<Found>, String> {
             });
             continue;
         }
-        if doc.get("kind").and_then(Value::as_str) == Some("EnvoyExtensionPolicy") {
-            let wasm = doc.pointer("/spec/wasm").and_then(Value::as_array);
-            for (k, w) in wasm.into_iter().flatten().enumerate() {
-                if let Some(c) = w.get("config").filter(|c| c.get("sources").is_some()) {
-                    out.push(Found {
-                        place: format!("{name} spec.wasm[{k}].config"),
-                        config: c.clone(),
-                        env: Vec::new(),
-                        holds_headers: false,
-                    });
+        // Istio's WasmPlugin and Envoy Gateway's policy: neither can hold
+        // headers for a body.
+        let headless = |place: String, c: &Value| Found {
+            place,
+            config: c.clone(),
+            env: Vec::new(),
+            holds_headers: false,
+        };
+        match doc.get("kind").and_then(Value::as_str) {
+            Some("EnvoyExtensionPolicy") => {
+                let wasm = doc.pointer("/spec/wasm").and_then(Value::as_array);
+                for (k, w) in wasm.into_iter().flatten().enumerate() {
+                    if let Some(c) = w.get("config").filter(|c| c.get("sources").is_some()) {
+                        out.push(headless(format!("{name} spec.wasm[{k}].config"), c));
+                    }
                 }
+                continue;
             }
-            continue;
-        }
-        if doc.get("kind").and_then(Value::as_str) == Some("WasmPlugin") {
-            if let Some(c) = doc.pointer("/spec/pluginConfig") {
-                out.push(Found {
-                    place: format!("{name} spec.pluginConfig"),
-                    config: c.clone(),
-                    env: Vec::new(),
-                    holds_headers: false,
-                });
+            Some("WasmPlugin") => {
+                if let Some(c) = doc.pointer("/spec/pluginConfig") {
+                    out.push(headless(format!("{name} spec.pluginConfig"), c));
+                }
+                continue;
             }
-            continue;
+            _ => {}
         }
         let before = out.len();
         walk(doc, &name, "", &mut out);
