@@ -72,5 +72,6 @@ import pytest, h2, yaml, stripe, svix, standardwebhooks, slack_sdk
 PY
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 [ -d tests/e2e/node_modules/@octokit/webhooks-methods ] && [ -d tests/e2e/node_modules/@kubernetes-models/envoy-gateway ] &&
+  [ -d tests/e2e/node_modules/@octokit/webhooks-examples ] &&
   [ -d tests/e2e/node_modules/yaml ] || { echo "setup: npm ci (tests/e2e)"; (cd tests/e2e && npm ci --silent --no-audit --no-fund); }
 echo "setup: done"

@@ -714,3 +714,34 @@ def test_check_finds_every_configuration_in_what_users_have(tmp_path):
     assert "document 2 (Other two) at spec.filter.typed_config: source 'a' dedupe: unknown preset" in r.stderr
     r = check(ROOT / "envoy/istio/destinationrule.yaml")
     assert r.returncode == 1 and "no hookstamp configuration" in r.stderr
+
+
+def test_githubs_own_example_payloads_as_json_and_as_a_form(env):
+    """GitHub's published example payloads (npm @octokit/webhooks-examples:
+    every event type), each sent as JSON and as GitHub's form content type
+    (payload=<url-encoded JSON>) to a source whose lane reads the integer
+    repository.id: the harness and Envoy agree on every one, and the lane key
+    is the repository's id, or the keyless lane where the event has none."""
+    import urllib.parse
+    examples = json.loads((ROOT / "tests" / "e2e" / "node_modules" / "@octokit" / "webhooks-examples" /
+                           "api.github.com" / "index.json").read_text())
+    config = TABLES["keys"]["config"]
+    sent = keyed = 0
+    for event in examples:
+        for i, payload in enumerate(event["examples"]):
+            text = json.dumps(payload)
+            repo = payload.get("repository") if isinstance(payload.get("repository"), dict) else {}
+            want = str(repo["id"]) if isinstance(repo.get("id"), int) else ""
+            for ctype, body in [("application/json", text),
+                                ("application/x-www-form-urlencoded", "payload=" + urllib.parse.quote_plus(text))]:
+                req = {"path": "/webhooks/github_form", "body": body,
+                       "headers": [["Content-Type", ctype], ["X-GitHub-Delivery", f"{event['name']}-{i}"]]}
+                got, _ = send(env, "keys", req)
+                stamps = dict(got["headers"])
+                assert stamps["x-hookstamp-lane-0-key"] == want, (event["name"], i, ctype)
+                assert stamps["x-hookstamp-dedupe-key"] == f"{event['name']}-{i}"
+                if sent % 50 == 0:  # the harness on a sample (a process each)
+                    assert harness(config, req) == got, (event["name"], i, ctype)
+                sent += 1
+                keyed += bool(want)
+    assert sent > 600 and keyed > 500, (sent, keyed)
