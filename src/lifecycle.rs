@@ -272,12 +272,15 @@ impl Vm {
         };
         let src = cfg.sources.get(source).ok_or(Failure::NoSource)?;
         let keys = resolve::header_keys(src, &headers);
+        // The clock only where a body is waited for (a deadline) or a
+        // signature checked: a header-only source makes no such host call.
+        let now = if src.needs_body() { host.now_ms() } else { 0 };
         let check = match &src.verify {
             None => Check::None,
             Some(v) => {
                 let secrets = v.secrets_for(tenant).ok_or(Failure::NoSource)?;
                 let header = |n: &str| crate::key::first_header(&headers, n);
-                match v.start(secrets, header, host.now_ms() / 1000) {
+                match v.start(secrets, header, now / 1000) {
                     Ok(p) => Check::Running(p),
                     Err(r) => Check::Failed(r),
                 }
@@ -294,7 +297,7 @@ impl Vm {
             check,
             spoofed,
             body: Vec::new(),
-            deadline_ms: host.now_ms().saturating_add(cfg.max_hold_ms),
+            deadline_ms: now.saturating_add(cfg.max_hold_ms),
             seen_body: false,
             seen_bytes: 0,
             charged: 0,
@@ -345,7 +348,7 @@ impl Vm {
         if host.now_ms() > w.deadline_ms {
             return data(self.timeout(host, &w));
         }
-        let seen = w.body.len().max(w.seen_bytes);
+        let seen = w.seen_bytes;
         if seen.saturating_add(size) > cfg.max_json_bytes {
             return data(finish(host, w, Kept::TooLarge));
         }

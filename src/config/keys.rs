@@ -4,7 +4,7 @@
 //! `{"first": [expr, ...]}` and `{"concat": [expr, ...], "separator": s}`.
 
 use super::check::{key_header, Reads};
-use crate::json::Path;
+use crate::json::{self, Path};
 use crate::key::KeySource;
 use serde_json::{Map, Value};
 
@@ -130,10 +130,8 @@ fn show(v: Option<&Value>) -> String {
 pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, String> {
     let path: Path = match v {
         Value::String(s) => {
-            let p: Path = s.split('.').map(str::to_owned).collect();
-            if p.iter().any(String::is_empty) {
-                return Err(format!("json path {s:?} has an empty segment"));
-            }
+            let p = json::parse_path(s)
+                .ok_or_else(|| format!("json path {s:?} has an empty segment"))?;
             if s.starts_with('$') || s.starts_with('/') || s.contains('[') {
                 warn.push(format!(
                     "json path {s:?} looks like JSONPath or a JSON Pointer, which hookstamp does not read: \
