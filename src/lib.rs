@@ -5,6 +5,7 @@
 //! exactly the code the filter runs.
 
 pub mod affinity;
+pub mod budget;
 pub mod config;
 pub mod dedupe;
 #[cfg(not(target_arch = "wasm32"))]

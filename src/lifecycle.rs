@@ -7,6 +7,7 @@
 //! filter, never passed unstamped. A resource limit answers 503 or 408,
 //! which a provider retries; a host call that fails answers 500.
 
+use crate::budget::{self, Pool, EVICTION_SCAN, MAX_EVICTIONS, MAX_REPLIES_PER_CALL, TICK_MS};
 use crate::config::{self, Config};
 use crate::host::{Host, HostError, Level};
 use crate::metrics::{bump, Metrics};
@@ -78,7 +79,8 @@ struct Waiting {
     plugin: Rc<Plugin>,
     /// Its plugin's root context: whose budget it is charged to.
     root: u32,
-    /// The body length it declared, if any: the buffer never grows past it.
+    /// The body length it declared, if any: the buffer never grows past it
+    /// (it reserves nothing: bytes are charged as they arrive).
     declared: Option<usize>,
     source: usize,
     tenant: String,
@@ -88,15 +90,18 @@ struct Waiting {
     check: Check,
     spoofed: usize,
     body: Vec<u8>,
-    /// When the body must be in, in wall-clock milliseconds.
+    /// When its headers came, in wall-clock milliseconds.
+    started_ms: u64,
+    /// When the body must be in.
     deadline_ms: u64,
     /// Whether a body callback has come for it: none at all by the
     /// deadline is what Envoy does without allow_on_headers_stop_iteration.
     seen_body: bool,
-    /// Body bytes seen so far (kept in `body` only for JSON keys).
+    /// Body bytes seen so far: Envoy buffers every one of them while the
+    /// filter holds the request (and `body` keeps them for body keys).
     seen_bytes: usize,
-    /// What this request counts against the budget now: its own size and
-    /// its body's capacity.
+    /// What this request counts against the budget now: its own state,
+    /// Envoy's buffered bytes and its body's capacity.
     charged: usize,
 }
 
@@ -119,6 +124,7 @@ impl Waiting {
         };
         check
             + std::mem::size_of::<Self>()
+            + budget::PER_REQUEST
             + self.tenant.len()
             + self
                 .header_keys
@@ -130,30 +136,21 @@ impl Waiting {
 
 /// Everything one Wasm VM (one Envoy worker) keeps: its plugins, which
 /// plugin each request belongs to, the requests waiting for a body, and
-/// the bytes those hold, per plugin (each against its own max_held_bytes,
-/// so that one listener's uploads cannot fill another's budget).
+/// each plugin's pool of them (each against its own max_held_bytes, so
+/// that one listener's uploads cannot fill another's budget).
 #[derive(Default)]
 pub struct Vm {
     plugins: ById<Option<Rc<Plugin>>>,
     /// Request context → its plugin's root context.
     requests: ById<u32>,
     waiting: ById<Waiting>,
-    held: ById<usize>,
+    pools: ById<Pool>,
 }
-
-/// What a declared body length reserves at the headers, at most: more is
-/// reserved as the bytes arrive, so that headers alone (a Content-Length and
-/// no body) cannot claim the budget.
-const RESERVE_UP_FRONT: usize = 16 * 1024;
 
 impl Vm {
     /// The bytes held now by requests waiting for their body.
     pub fn held(&self) -> usize {
-        self.held.values().sum()
-    }
-
-    fn held_by(&self, root: u32) -> usize {
-        self.held.get(&root).copied().unwrap_or(0)
+        self.pools.values().map(Pool::held).sum()
     }
 
     /// How many requests wait for their body.
@@ -189,8 +186,7 @@ impl Vm {
         if config.sources.iter().any(|s| s.needs_body()) {
             // Deadlines are checked on the tick too: a stalled body sends
             // no chunk that could notice it.
-            let period = (config.max_hold_ms / 4).clamp(50, 1000);
-            if let Err(e) = host.set_tick_period_ms(u32::try_from(period).unwrap_or(1000)) {
+            if let Err(e) = host.set_tick_period_ms(TICK_MS) {
                 return refuse(host, &[format!("config: cannot set the tick period: {e}")]);
             }
         }
@@ -298,6 +294,7 @@ impl Vm {
             spoofed,
             body: Vec::new(),
             deadline_ms: now.saturating_add(cfg.max_hold_ms),
+            started_ms: now,
             seen_body: false,
             seen_bytes: 0,
             charged: 0,
@@ -314,18 +311,12 @@ impl Vm {
             // Never wait for a body that will not be decoded or verified.
             return Ok(finish(host, w, Kept::TooLarge));
         }
-        // A declared length is reserved as the body arrives, the first
-        // RESERVE_UP_FRONT bytes at once.
+        // Headers alone are charged the request's own state, nothing for
+        // the length they declare: bytes are charged as they arrive.
         w.declared = declared;
-        let reserve = declared
-            .filter(|_| src.keeps_body())
-            .unwrap_or(0)
-            .min(RESERVE_UP_FRONT);
-        let charge = w.overhead() + reserve;
-        if self.held_by(root).saturating_add(charge) > cfg.max_held_bytes {
+        if !self.make_room(host, &w.plugin, root, w.overhead(), now, context)? {
             return Ok(self.busy(host, &w));
         }
-        w.body.reserve_exact(reserve);
         self.hold(context, w);
         Ok(HeadersStatus::StopIteration)
     }
@@ -344,33 +335,39 @@ impl Vm {
             return DataStatus::Continue;
         };
         w.seen_body = true;
-        let cfg = &w.plugin.config;
-        if host.now_ms() > w.deadline_ms {
+        let plugin = w.plugin.clone();
+        let cfg = &plugin.config;
+        let now = host.now_ms();
+        if now > w.deadline_ms {
             return data(self.timeout(host, &w));
         }
         let seen = w.seen_bytes;
         if seen.saturating_add(size) > cfg.max_json_bytes {
             return data(finish(host, w, Kept::TooLarge));
         }
-        if !self.grow(&mut w, size) {
-            return data(self.busy(host, &w));
+        let keeps = cfg.sources.get(w.source).is_some_and(|s| s.keeps_body());
+        let cap = w.declared.map_or(cfg.max_json_bytes, |d| d.min(cfg.max_json_bytes));
+        let (len, capacity) = (w.body.len(), w.body.capacity());
+        let growth = budget::growth(keeps, len, capacity, size, cap);
+        // `w` is released: its charge is out of the pool, its bytes are not.
+        let need = w.charged.saturating_add(growth.extra);
+        match self.make_room(host, &plugin, w.root, need, now, context) {
+            Ok(true) => {}
+            Ok(false) => return data(self.busy(host, &w)),
+            Err(e) => return data(answer_internal(host, Some(&plugin), &e.to_string())),
         }
+        w.body.reserve_exact(growth.capacity - len);
         match host.request_body(size) {
             Ok(chunk) => {
                 if let Check::Running(p) = &mut w.check {
                     p.update(&chunk);
                 }
                 w.seen_bytes = seen + chunk.len();
-                if w.plugin
-                    .config
-                    .sources
-                    .get(w.source)
-                    .is_some_and(|s| s.keeps_body())
-                {
+                if keeps {
                     w.body.extend_from_slice(&chunk);
                 }
             }
-            Err(e) => return data(answer_internal(host, Some(&w.plugin), &e.to_string())),
+            Err(e) => return data(answer_internal(host, Some(&plugin), &e.to_string())),
         }
         if end_of_stream {
             return data(finish(host, w, Kept::Whole));
@@ -406,25 +403,25 @@ impl Vm {
         }
     }
 
-    /// proxy_on_tick of a root context: answers 408 to each of its requests
-    /// whose body is late, and gives their bytes back.
+    /// proxy_on_tick of a root context: answers 408 to its requests whose
+    /// body is late, the earliest first, at most MAX_REPLIES_PER_CALL of
+    /// them (the rest on the next ticks), and gives their bytes back.
     pub fn on_tick(&mut self, host: &mut impl Host, root: u32) {
         let now = host.now_ms();
-        let late: Vec<u32> = self
-            .waiting
-            .iter()
-            .filter(|(c, w)| w.deadline_ms < now && self.requests.get(c) == Some(&root))
-            .map(|(c, _)| *c)
-            .collect();
+        let late = match self.pools.get(&root) {
+            Some(pool) => pool.late(now, MAX_REPLIES_PER_CALL),
+            None => return,
+        };
+        if late.is_empty() {
+            return;
+        }
         for context in late {
             let Some(w) = self.release(context) else {
                 continue;
             };
-            if let Err(e) = host.set_effective_context(context) {
-                host.log(Level::Warn, &format!("a late body's request is gone: {e}"));
-                continue;
+            if on_behalf_of(host, context) {
+                self.timeout(host, &w);
             }
-            self.timeout(host, &w);
         }
         let _ = host.set_effective_context(root);
     }
@@ -439,49 +436,78 @@ impl Vm {
 
     /// Puts a request (back) among the waiting, its bytes counted.
     fn hold(&mut self, context: u32, mut w: Waiting) {
-        w.charged = w.overhead() + w.body.capacity();
-        let held = self.held.entry(w.root).or_insert(0);
-        *held = held.saturating_add(w.charged);
+        w.charged = w
+            .overhead()
+            .saturating_add(w.seen_bytes)
+            .saturating_add(w.body.capacity());
+        self.pools
+            .entry(w.root)
+            .or_default()
+            .insert(context, w.deadline_ms, w.charged);
         self.waiting.insert(context, w);
     }
 
     /// Takes a waiting request out, its bytes given back to the budget.
     fn release(&mut self, context: u32) -> Option<Waiting> {
         let w = self.waiting.remove(&context)?;
-        if let Some(held) = self.held.get_mut(&w.root) {
-            *held = held.saturating_sub(w.charged);
+        if let Some(pool) = self.pools.get_mut(&w.root) {
+            pool.remove(context, w.deadline_ms, w.charged);
         }
         Some(w)
     }
 
-    /// Makes room for `size` more body bytes, counting the peak of a
-    /// regrowth (old buffer, new buffer and the chunk at once); false when
-    /// that would pass the plugin's budget. `w` is released: its charge is
-    /// not in `held`, but its buffer is still allocated.
-    fn grow(&mut self, w: &mut Waiting, size: usize) -> bool {
-        let cfg = &w.plugin.config;
-        let keeps = cfg.sources.get(w.source).is_some_and(|s| s.keeps_body());
-        let (len, cap) = (w.body.len(), w.body.capacity());
-        let need = len.saturating_add(size);
-        let new_cap = match w.declared {
-            _ if !keeps || need <= cap => cap,
-            // Past what was reserved up front, a declared body is reserved
-            // whole: it is arriving, and it never regrows again.
-            Some(declared) => declared.min(cfg.max_json_bytes).max(need),
-            // Doubling, so that many small chunks do not copy the body each.
-            None => cap.saturating_mul(2).min(cfg.max_json_bytes).max(need),
+    /// Makes room for `need` more bytes in `root`'s budget. True when they
+    /// fit, if need be once the largest slow requests (held longer than
+    /// slow_body_ms) are answered 408, at most MAX_EVICTIONS of them; false,
+    /// with nothing answered, when even that would not make the room: the
+    /// budget is full of work that is arriving at a provider's pace.
+    fn make_room(
+        &mut self,
+        host: &mut impl Host,
+        plugin: &Plugin,
+        root: u32,
+        need: usize,
+        now: u64,
+        current: u32,
+    ) -> Result<bool, Failure> {
+        let cfg = &plugin.config;
+        let Some(pool) = self.pools.get(&root) else {
+            return Ok(need <= cfg.max_held_bytes);
         };
-        let fresh = if new_cap > cap { new_cap } else { 0 };
-        let peak = self
-            .held_by(w.root)
-            .saturating_add(w.charged)
-            .saturating_add(fresh)
-            .saturating_add(size);
-        if peak > cfg.max_held_bytes {
-            return false;
+        if pool.fits(need, cfg.max_held_bytes) {
+            return Ok(true);
         }
-        w.body.reserve_exact(new_cap - len);
-        true
+        let deficit = (pool.held().saturating_add(need)).saturating_sub(cfg.max_held_bytes);
+        let mut victims = Vec::new();
+        let mut freed = 0usize;
+        for (charge, c) in pool.largest(EVICTION_SCAN) {
+            let slow = self
+                .waiting
+                .get(&c)
+                .is_some_and(|w| now.saturating_sub(w.started_ms) >= cfg.slow_body_ms);
+            if slow {
+                victims.push(c);
+                freed = freed.saturating_add(charge);
+                if freed >= deficit || victims.len() == MAX_EVICTIONS {
+                    break;
+                }
+            }
+        }
+        if freed < deficit {
+            return Ok(false);
+        }
+        for c in victims {
+            let Some(w) = self.release(c) else {
+                continue;
+            };
+            if on_behalf_of(host, c) {
+                let m = w.plugin.metrics.source(w.source).and_then(|m| m.evicted);
+                bump(host, m, 1);
+                send(host, &reply::SLOW_BODY);
+            }
+        }
+        host.set_effective_context(current)?;
+        Ok(true)
     }
 
     fn busy(&mut self, host: &mut impl Host, w: &Waiting) -> HeadersStatus {
@@ -549,6 +575,18 @@ fn refuse(host: &mut impl Host, errs: &[String]) -> bool {
         &format!("rejected the configuration ({} error(s))", errs.len()),
     );
     false
+}
+
+/// Makes another request current, to answer it from outside its own
+/// callbacks; false (logged) when it is gone.
+fn on_behalf_of(host: &mut impl Host, context: u32) -> bool {
+    match host.set_effective_context(context) {
+        Ok(()) => true,
+        Err(e) => {
+            host.log(Level::Warn, &format!("a held request is gone: {e}"));
+            false
+        }
+    }
 }
 
 /// Sends a local reply; the request goes no further.

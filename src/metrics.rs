@@ -33,6 +33,8 @@ pub struct SourceMetrics {
     pub hold_timeout: Id,
     /// ... and not one body callback came for it.
     pub body_never_seen: Id,
+    /// 408: a slow body answered to make room in a full budget.
+    pub evicted: Id,
     /// (sink index, reason, counter) for each keyed lane and reason.
     pub lane_key_missing: Vec<(u16, Missing, Id)>,
     /// Sources with `verify`: signatures that verified.
@@ -83,6 +85,7 @@ impl Metrics {
                 busy: named(host, "busy_total"),
                 hold_timeout: named(host, "body_timeout_total"),
                 body_never_seen: named(host, "body_never_seen_total"),
+                evicted: named(host, "body_too_slow_total"),
                 lane_key_missing: Vec::new(),
                 verified: None,
                 verify_failed: Vec::new(),

@@ -23,6 +23,9 @@ pub struct MockHost {
     pub tick_ms: Option<u32>,
     /// The request the host takes as current.
     pub context: u32,
+    /// The request current at each header added: a stamp is only ever
+    /// added to the request it is for.
+    pub added_for: Vec<u32>,
     /// A host call that fails, by its ABI name: what a failing proxy does.
     pub fail: Option<&'static str>,
 }
@@ -91,6 +94,7 @@ impl Host for MockHost {
 
     fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()> {
         self.call("proxy_add_header_map_value")?;
+        self.added_for.push(self.context);
         self.headers
             .push((name.to_owned(), value.as_bytes().to_vec()));
         Ok(())

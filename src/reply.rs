@@ -36,6 +36,14 @@ pub const HOLD_TIMEOUT: Reply = Reply {
     headers: &[("connection", "close")],
 };
 
+/// The body was still arriving after slow_body_ms while the budget was
+/// full: answered to make room for requests that arrive at once.
+pub const SLOW_BODY: Reply = Reply {
+    status: 408,
+    body: r#"{"error":"body_too_slow"}"#,
+    headers: &[("connection", "close")],
+};
+
 /// The filter could not do its work (a host call failed, no config): never
 /// forwarded unstamped.
 pub const INTERNAL: Reply = Reply {

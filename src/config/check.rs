@@ -2,9 +2,11 @@
 //! that every error is reported (not just the first), each with its scope
 //! (the source, the sink) in a `Diags` collector.
 
+use super::bounds::{MAX_PREFIX_SEGMENTS, MAX_SINKS, MAX_SOURCES, MAX_TENANTS};
 use super::diag::{Diag, Diags, Scope};
 use super::keys::KeyCtx;
 use super::{source_id_ok, tenant_ok, Config, Delivery, Routing, Source, DEFAULT_TENANT};
+use crate::budget::PEAK_FACTOR;
 use crate::dedupe::{self, Dedupe, PresetKey, DEFAULT_TTL_MS};
 use crate::json::Path;
 use crate::key::KeySource;
@@ -21,13 +23,10 @@ const CREDENTIAL_HEADERS: &[&str] = &[
     "x-api-key",
 ];
 
-const MAX_SINKS: usize = 65535;
 const DEFAULT_MAX_JSON_BYTES: u64 = 1_048_576;
 const DEFAULT_MAX_HELD_BYTES: u64 = 64 * 1_048_576;
 const DEFAULT_MAX_HOLD_MS: u64 = 10_000;
-/// A body's peak while it grows: the old buffer, the new one and the chunk
-/// being copied, each at most max_json_bytes.
-const HELD_PEAK: u64 = 3;
+const DEFAULT_SLOW_BODY_MS: u64 = 1_000;
 
 const TOP_LEVEL: &[&str] = &[
     "routing",
@@ -35,6 +34,7 @@ const TOP_LEVEL: &[&str] = &[
     "max_json_bytes",
     "max_held_bytes",
     "max_hold_ms",
+    "slow_body_ms",
     "delivery",
     "affinity",
     "sources",
@@ -125,7 +125,14 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     let routing = routing_of(field(obj, "routing"), &Scope::Config, d).unwrap_or(Routing::Path);
     let prefix = match field(obj, "prefix").map(Value::as_str) {
         None => vec!["webhooks".to_owned()],
-        Some(Some(p)) if prefix_ok(p) => segments(p),
+        Some(Some(p)) if prefix_ok(p) && segments(p).len() <= MAX_PREFIX_SEGMENTS => segments(p),
+        Some(Some(p)) if prefix_ok(p) => {
+            d.push(
+                &Scope::Config,
+                format!("prefix has at most {MAX_PREFIX_SEGMENTS} segments, got {}", segments(p).len()),
+            );
+            Vec::new()
+        }
         Some(_) => {
             d.push(
                 &Scope::Config,
@@ -137,15 +144,22 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     let prefix_view = prefix.iter().map(|s| s.to_ascii_lowercase()).collect();
     let max_json_bytes = count(obj, "max_json_bytes", DEFAULT_MAX_JSON_BYTES, d);
     let max_held_bytes = count(obj, "max_held_bytes", DEFAULT_MAX_HELD_BYTES, d);
-    if max_held_bytes < HELD_PEAK * max_json_bytes {
+    if max_held_bytes < PEAK_FACTOR * max_json_bytes {
         d.push(
             &Scope::Config,
             format!(
-                "max_held_bytes ({max_held_bytes}) must be at least {HELD_PEAK} × max_json_bytes ({max_json_bytes}): a body's peak while it grows"
+                "max_held_bytes ({max_held_bytes}) must be at least {PEAK_FACTOR} × max_json_bytes ({max_json_bytes}): one body's peak while it grows (Envoy's buffer, the filter's old and new buffer, the chunk being copied)"
             ),
         );
     }
     let max_hold_ms = count(obj, "max_hold_ms", DEFAULT_MAX_HOLD_MS, d);
+    let slow_body_ms = count(obj, "slow_body_ms", DEFAULT_SLOW_BODY_MS.min(max_hold_ms), d);
+    if slow_body_ms > max_hold_ms {
+        d.push(
+            &Scope::Config,
+            format!("slow_body_ms ({slow_body_ms}) must be at most max_hold_ms ({max_hold_ms})"),
+        );
+    }
     let delivery = choice(
         obj,
         "delivery",
@@ -170,7 +184,13 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         None => d.push(&Scope::Config, "sources is required"),
         Some(None) => d.push(&Scope::Config, "sources must be a list"),
         Some(Some(list)) => {
-            for (i, s) in list.iter().enumerate() {
+            if list.len() > MAX_SOURCES {
+                d.push(
+                    &Scope::Config,
+                    format!("at most {MAX_SOURCES} sources, got {}", list.len()),
+                );
+            }
+            for (i, s) in list.iter().enumerate().take(MAX_SOURCES) {
                 let ctx = SourceCtx {
                     index: i,
                     delivery,
@@ -206,6 +226,7 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         max_json_bytes: usize::try_from(max_json_bytes).unwrap_or(usize::MAX),
         max_held_bytes: usize::try_from(max_held_bytes).unwrap_or(usize::MAX),
         max_hold_ms,
+        slow_body_ms,
         delivery,
         sources,
         by_id,
@@ -502,6 +523,13 @@ fn check_tenants(v: &Value, scope: &Scope, routing: Routing, d: &mut Diags) -> O
             return None;
         }
     };
+    if list.len() > MAX_TENANTS {
+        d.push(
+            scope,
+            format!("tenants: at most {MAX_TENANTS}, got {}", list.len()),
+        );
+        return None;
+    }
     let mut out = Vec::new();
     for t in list {
         match t.as_str() {
@@ -549,6 +577,13 @@ fn check_store_headers(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> Store
 pub(super) fn key_header(h: &str) -> Result<String, String> {
     if h.is_empty() {
         return Err("header name is empty".into());
+    }
+    if h.len() > super::bounds::MAX_NAME_BYTES {
+        return Err(format!(
+            "header names are at most {} bytes, got {}",
+            super::bounds::MAX_NAME_BYTES,
+            h.len()
+        ));
     }
     if !h.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
         return Err(format!("header name {h:?} is not a valid header name"));

@@ -3,6 +3,9 @@
 //! `"integer": true` to take a JSON integer), `{"form": field}`,
 //! `{"first": [expr, ...]}` and `{"concat": [expr, ...], "separator": s}`.
 
+use super::bounds::{
+    MAX_KEY_DEPTH, MAX_KEY_TERMS, MAX_NAME_BYTES, MAX_PATH_SEGMENTS, MAX_SEPARATOR_BYTES,
+};
 use super::check::{key_header, Reads};
 use crate::json::{self, Path};
 use crate::key::KeySource;
@@ -21,12 +24,39 @@ pub struct KeyCtx<'a> {
 
 /// Parses a key expression object (the fields other than `skip`), interning
 /// what it reads; warnings (a path that can never match) go to `warn`.
+/// Its nesting and the terms it reads are bounded (`bounds`).
 pub fn expr(
     obj: &Map<String, Value>,
     skip: &[&str],
     ctx: &KeyCtx,
     reads: &mut Reads,
     warn: &mut Vec<String>,
+) -> Result<KeySource, String> {
+    let key = nested(obj, skip, ctx, reads, warn, 0)?;
+    let n = terms(&key);
+    if n > MAX_KEY_TERMS {
+        return Err(format!(
+            "a key reads at most {MAX_KEY_TERMS} headers, paths and form fields, this one {n}"
+        ));
+    }
+    Ok(key)
+}
+
+/// How many headers, paths and form fields an expression reads.
+fn terms(k: &KeySource) -> usize {
+    match k {
+        KeySource::Header(_) | KeySource::Json { .. } | KeySource::Form(_) => 1,
+        KeySource::First(ks) | KeySource::Concat(ks, _) => ks.iter().map(terms).sum(),
+    }
+}
+
+fn nested(
+    obj: &Map<String, Value>,
+    skip: &[&str],
+    ctx: &KeyCtx,
+    reads: &mut Reads,
+    warn: &mut Vec<String>,
+    depth: usize,
 ) -> Result<KeySource, String> {
     let fields: Vec<(&String, &Value)> = obj
         .iter()
@@ -73,6 +103,12 @@ pub fn expr(
             return Err(e);
         }
         match obj.get("form") {
+            Some(Value::String(f)) if f.len() > MAX_NAME_BYTES => {
+                return Err(format!(
+                    "form field names are at most {MAX_NAME_BYTES} bytes, got {}",
+                    f.len()
+                ))
+            }
             Some(Value::String(f)) if !f.is_empty() => return Ok(reads.form(f.clone())),
             other => {
                 return Err(format!(
@@ -102,18 +138,35 @@ pub fn expr(
         if list.len() < min {
             return Err(format!("{name} needs at least {words}"));
         }
+        if depth >= MAX_KEY_DEPTH {
+            return Err(format!(
+                "first and concat nest at most {MAX_KEY_DEPTH} deep"
+            ));
+        }
+        if list.len() > MAX_KEY_TERMS {
+            return Err(format!(
+                "{name} takes at most {MAX_KEY_TERMS} keys, got {}",
+                list.len()
+            ));
+        }
         let mut parts = Vec::new();
         for item in list {
             let Some(o) = item.as_object() else {
                 return Err(format!("each key in {name} must be {FORMS}, got {item}"));
             };
-            parts.push(expr(o, &[], ctx, reads, warn)?);
+            parts.push(nested(o, &[], ctx, reads, warn, depth + 1)?);
         }
         if name == "first" {
             return Ok(KeySource::First(parts));
         }
         let sep = match obj.get("separator") {
             None => ":".to_owned(),
+            Some(Value::String(s)) if s.len() > MAX_SEPARATOR_BYTES => {
+                return Err(format!(
+                    "separator is at most {MAX_SEPARATOR_BYTES} bytes, got {}",
+                    s.len()
+                ))
+            }
             Some(Value::String(s)) => s.clone(),
             Some(other) => return Err(format!("separator must be a string, got {other}")),
         };
@@ -156,5 +209,17 @@ pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, String> {
             ))
         }
     };
+    if path.len() > MAX_PATH_SEGMENTS {
+        return Err(format!(
+            "json path has at most {MAX_PATH_SEGMENTS} segments, got {}",
+            path.len()
+        ));
+    }
+    if let Some(seg) = path.iter().find(|s| s.len() > MAX_NAME_BYTES) {
+        return Err(format!(
+            "json path segments are at most {MAX_NAME_BYTES} bytes, got one of {}",
+            seg.len()
+        ));
+    }
     Ok(path)
 }

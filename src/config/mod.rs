@@ -2,6 +2,7 @@
 //! and checks a configuration once, at load (see `check`).
 
 mod affinity;
+pub mod bounds;
 mod check;
 mod diag;
 mod keys;
@@ -63,10 +64,14 @@ pub struct Config {
     pub prefix_view: Vec<String>,
     pub max_json_bytes: usize,
     /// The bytes one VM (one Envoy worker) holds at once for requests
-    /// waiting for their body, peaks included; at least 3 × max_json_bytes.
+    /// waiting for their body (Envoy's buffers for them included), peaks
+    /// included; at least `budget::PEAK_FACTOR` × max_json_bytes and some.
     pub max_held_bytes: usize,
     /// How long a request may take to send its body, from its headers.
     pub max_hold_ms: u64,
+    /// A body still arriving this long after its headers is slow: when the
+    /// budget is full it may be answered 408 to make room.
+    pub slow_body_ms: u64,
     pub delivery: Delivery,
     pub sources: Vec<Source>,
     by_id: HashMap<String, usize>,

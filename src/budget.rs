@@ -1,0 +1,193 @@
+//! The held-bytes budget of one plugin in one VM (one Envoy worker): the
+//! bytes its held requests make the VM and Envoy keep, and those requests
+//! in the two orders the filter answers them in: by deadline (the tick
+//! answers the late ones, front first) and by charge (room is made by
+//! answering the largest slow one).
+//!
+//! What a held request is charged (`lifecycle` computes it): its own state,
+//! the body bytes Envoy buffers while the filter holds the request (every
+//! byte it has been handed: a verified source's body too), and the VM's
+//! copy of the body for sources with body keys. Nothing is reserved ahead
+//! of the bytes: a declared length only caps how far a buffer grows.
+
+use std::collections::BTreeSet;
+
+/// How many times max_json_bytes one body counts at its peak: Envoy's
+/// buffered bytes, the VM's old and new buffer while it regrows, and the
+/// chunk being copied into the VM (`Growth::peak`). The config check makes
+/// max_held_bytes at least this many times max_json_bytes, so that one
+/// body of the largest size always fits an empty budget.
+pub const PEAK_FACTOR: u64 = 4;
+
+/// What one held request costs besides its own struct and the bytes it
+/// holds: its slot in the context map and in the two orders.
+pub const PER_REQUEST: usize = 128;
+
+/// At most this many local replies in one VM call. Envoy runs the replies a
+/// call sends after it returns, each stream's `proxy_on_delete` running the
+/// next one inside itself: the nesting grows with their number, and V8 ran
+/// out of stack (failing the VM for good) at about 270 of them in Envoy
+/// 1.40. Twenty-five keeps a tenfold margin; the rest wait for the next
+/// tick.
+pub const MAX_REPLIES_PER_CALL: usize = 25;
+
+/// The tick of a plugin with body sources: late bodies are answered within
+/// a tick of their deadline, and a backlog of them (more than
+/// MAX_REPLIES_PER_CALL at once) drains at 1 250 replies a second per
+/// worker. A tick with nothing late costs one clock read.
+pub const TICK_MS: u32 = 20;
+
+/// At most this many held requests answered to make room for one newcomer,
+/// and this many of the largest looked at to find them.
+pub const MAX_EVICTIONS: usize = 8;
+pub const EVICTION_SCAN: usize = 32;
+
+/// One plugin's held requests (by context id) and their bytes.
+#[derive(Default)]
+pub struct Pool {
+    held: usize,
+    by_deadline: BTreeSet<(u64, u32)>,
+    by_charge: BTreeSet<(usize, u32)>,
+}
+
+impl Pool {
+    /// The bytes charged now.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// How many requests are held.
+    pub fn len(&self) -> usize {
+        self.by_deadline.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_deadline.is_empty()
+    }
+
+    /// Whether `more` bytes fit under `limit` now.
+    pub fn fits(&self, more: usize, limit: usize) -> bool {
+        self.held.saturating_add(more) <= limit
+    }
+
+    pub fn insert(&mut self, context: u32, deadline_ms: u64, charge: usize) {
+        self.held = self.held.saturating_add(charge);
+        self.by_deadline.insert((deadline_ms, context));
+        self.by_charge.insert((charge, context));
+    }
+
+    pub fn remove(&mut self, context: u32, deadline_ms: u64, charge: usize) {
+        self.held = self.held.saturating_sub(charge);
+        self.by_deadline.remove(&(deadline_ms, context));
+        self.by_charge.remove(&(charge, context));
+    }
+
+    /// The requests whose deadline passed before `now_ms`, the earliest
+    /// first, at most `max`.
+    pub fn late(&self, now_ms: u64, max: usize) -> Vec<u32> {
+        self.by_deadline
+            .iter()
+            .take_while(|(d, _)| *d < now_ms)
+            .take(max)
+            .map(|(_, c)| *c)
+            .collect()
+    }
+
+    /// The held requests, the largest charge first, at most `max`.
+    pub fn largest(&self, max: usize) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.by_charge.iter().rev().take(max).copied()
+    }
+}
+
+/// A body buffer's next size, and what making it costs at its peak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Growth {
+    /// The buffer's capacity once the chunk is in.
+    pub capacity: usize,
+    /// The bytes held for this request at the peak of taking the chunk,
+    /// beyond what it is charged now: the new buffer (when it regrows), the
+    /// chunk's copy in the VM, and the chunk in Envoy's buffer.
+    pub extra: usize,
+}
+
+/// How a buffer of `len` bytes in `capacity` grows to take a `chunk`:
+/// doubling (so that many small chunks do not copy the body each), never
+/// past `cap` (max_json_bytes, or the declared length when smaller), never
+/// below what it must hold. `keeps`: whether the VM copies the body at
+/// all (a verified source without body keys only counts Envoy's bytes).
+pub fn growth(keeps: bool, len: usize, capacity: usize, chunk: usize, cap: usize) -> Growth {
+    let need = len.saturating_add(chunk);
+    let next = if !keeps || need <= capacity {
+        capacity
+    } else {
+        capacity.saturating_mul(2).min(cap).max(need)
+    };
+    let fresh = if next > capacity { next } else { 0 };
+    let copied = if keeps { chunk } else { 0 };
+    Growth {
+        capacity: next,
+        extra: fresh.saturating_add(copied).saturating_add(chunk),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn late_is_the_earliest_first_and_bounded() {
+        let mut p = Pool::default();
+        for c in 1..=100u32 {
+            p.insert(c, u64::from(1000 - c), 10);
+        }
+        assert_eq!(p.held(), 1000);
+        assert_eq!(p.late(905, 3), vec![100, 99, 98]);
+        assert_eq!(p.late(901, 50), vec![100]);
+        assert!(p.late(900, 50).is_empty());
+        p.remove(100, 900, 10);
+        assert_eq!(p.late(905, 3), vec![99, 98, 97]);
+        assert_eq!(p.held(), 990);
+        assert_eq!(p.len(), 99);
+    }
+
+    #[test]
+    fn largest_first() {
+        let mut p = Pool::default();
+        p.insert(1, 5, 300);
+        p.insert(2, 6, 900);
+        p.insert(3, 7, 300);
+        let order: Vec<u32> = p.largest(10).map(|(_, c)| c).collect();
+        assert_eq!(order, vec![2, 3, 1]);
+        assert!(p.fits(8500, 10_000) && !p.fits(8501, 10_000));
+    }
+
+    /// The peak of any growth never passes PEAK_FACTOR × the cap, however
+    /// the chunks fall: the rule the config check relies on.
+    #[test]
+    fn a_bodys_peak_is_within_the_factor() {
+        let cap = 1000usize;
+        for first in [1usize, 7, 100, 499, 500, 999, 1000] {
+            for step in [1usize, 3, 64, 333, 1000] {
+                let (mut len, mut capacity) = (0usize, 0usize);
+                let mut chunk = first;
+                while len < cap {
+                    chunk = chunk.min(cap - len);
+                    let g = growth(true, len, capacity, chunk, cap);
+                    // Charged now: Envoy's bytes (len) and the buffer.
+                    let peak = len + capacity + g.extra;
+                    assert!(peak <= PEAK_FACTOR as usize * cap, "{first} {step}: {peak}");
+                    len += chunk;
+                    capacity = g.capacity;
+                    assert!(capacity >= len && capacity <= cap);
+                    chunk = step;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_source_that_keeps_no_body_counts_only_envoys_bytes() {
+        let g = growth(false, 500, 0, 100, 1000);
+        assert_eq!(g, Growth { capacity: 0, extra: 100 });
+    }
+}

@@ -1,0 +1,28 @@
+//! What a configuration may ask for, at most: every value that costs the
+//! filter stack or time on each request is bounded here, at load, so that no
+//! configuration can arm a crash or a slow path (V8's stack ends a few
+//! thousand frames deep; a JSON path is followed by recursion, one frame a
+//! segment). Errors name the source and the bound.
+
+/// Sources in one configuration.
+pub const MAX_SOURCES: usize = 1024;
+/// Sinks of one source (each ordered one stamps up to three headers).
+pub const MAX_SINKS: usize = 64;
+/// Segments of one JSON path: the scanner's recursion depth.
+pub const MAX_PATH_SEGMENTS: usize = 32;
+/// Bytes of a path segment, a header name or a form field name.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Nesting of `first` and `concat` in one key expression.
+pub const MAX_KEY_DEPTH: usize = 4;
+/// Headers, paths and form fields one key expression reads, in all.
+pub const MAX_KEY_TERMS: usize = 16;
+/// Bytes of a `concat` separator.
+pub const MAX_SEPARATOR_BYTES: usize = 16;
+/// Bytes of a custom scheme's `signed` template.
+pub const MAX_TEMPLATE_BYTES: usize = 1024;
+/// Secrets in one list (a rotation tries each).
+pub const MAX_SECRETS: usize = 8;
+/// Tenants a source lists (or has per-tenant secrets for).
+pub const MAX_TENANTS: usize = 10_000;
+/// Segments of the route prefix.
+pub const MAX_PREFIX_SEGMENTS: usize = 16;
