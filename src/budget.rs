@@ -1,8 +1,8 @@
 //! The held-bytes budget of one plugin in one VM (one Envoy worker): the
 //! bytes its held requests make the VM and Envoy keep, and those requests
-//! in the two orders the filter answers them in: by deadline (the tick
-//! answers the late ones, front first) and by charge (room is made by
-//! answering the largest slow one).
+//! in the two orders the tick answers them in: by deadline (the late ones,
+//! the earliest first) and by charge (the largest slow ones, while the
+//! budget is fuller than `trim_to`).
 //!
 //! What a held request is charged (`lifecycle` computes it): its own state,
 //! the body bytes Envoy buffers while the filter holds the request (every
@@ -37,10 +37,17 @@ pub const MAX_REPLIES_PER_CALL: usize = 25;
 /// worker. A tick with nothing late costs one clock read.
 pub const TICK_MS: u32 = 20;
 
-/// At most this many held requests answered to make room for one newcomer,
-/// and this many of the largest looked at to find them.
-pub const MAX_EVICTIONS: usize = 8;
+/// The tick looks at this many of the largest held requests for slow ones
+/// to answer.
 pub const EVICTION_SCAN: usize = 32;
+
+/// What the tick trims a budget down to, by answering slow bodies, once it
+/// is fuller: three quarters of it. The last quarter is room for deliveries
+/// that arrive at once; to keep it full, slow uploads must refill it within
+/// every tick.
+pub fn trim_to(limit: usize) -> usize {
+    limit / 4 * 3
+}
 
 /// One plugin's held requests (by context id) and their bytes.
 #[derive(Default)]

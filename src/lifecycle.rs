@@ -7,7 +7,7 @@
 //! filter, never passed unstamped. A resource limit answers 503 or 408,
 //! which a provider retries; a host call that fails answers 500.
 
-use crate::budget::{self, Pool, EVICTION_SCAN, MAX_EVICTIONS, MAX_REPLIES_PER_CALL, TICK_MS};
+use crate::budget::{self, Pool, EVICTION_SCAN, MAX_REPLIES_PER_CALL, TICK_MS};
 use crate::config::{self, Config};
 use crate::host::{Host, HostError, Level};
 use crate::metrics::{bump, Metrics};
@@ -314,7 +314,7 @@ impl Vm {
         // Headers alone are charged the request's own state, nothing for
         // the length they declare: bytes are charged as they arrive.
         w.declared = declared;
-        if !self.make_room(host, &w.plugin, root, w.overhead(), now, context)? {
+        if !self.fits(root, w.overhead(), cfg.max_held_bytes) {
             return Ok(self.busy(host, &w));
         }
         self.hold(context, w);
@@ -351,10 +351,8 @@ impl Vm {
         let growth = budget::growth(keeps, len, capacity, size, cap);
         // `w` is released: its charge is out of the pool, its bytes are not.
         let need = w.charged.saturating_add(growth.extra);
-        match self.make_room(host, &plugin, w.root, need, now, context) {
-            Ok(true) => {}
-            Ok(false) => return data(self.busy(host, &w)),
-            Err(e) => return data(answer_internal(host, Some(&plugin), &e.to_string())),
+        if !self.fits(w.root, need, cfg.max_held_bytes) {
+            return data(self.busy(host, &w));
         }
         w.body.reserve_exact(growth.capacity - len);
         match host.request_body(size) {
@@ -404,26 +402,70 @@ impl Vm {
     }
 
     /// proxy_on_tick of a root context: answers 408 to its requests whose
-    /// body is late, the earliest first, at most MAX_REPLIES_PER_CALL of
-    /// them (the rest on the next ticks), and gives their bytes back.
+    /// body is late, the earliest first, then, while its budget is fuller
+    /// than `budget::trim_to`, to the largest slow bodies (held longer than
+    /// slow_body_ms); at most MAX_REPLIES_PER_CALL in all (the rest on the
+    /// next ticks). Only the tick answers a request other than the one a
+    /// callback is for: a local reply sets Envoy's "stop" for the whole VM
+    /// call, which would change the current request's own answer.
     pub fn on_tick(&mut self, host: &mut impl Host, root: u32) {
         let now = host.now_ms();
-        let late = match self.pools.get(&root) {
-            Some(pool) => pool.late(now, MAX_REPLIES_PER_CALL),
+        let Some(plugin) = self.plugins.get(&root).cloned().flatten() else {
+            return;
+        };
+        let cfg = &plugin.config;
+        let (late, slow) = match self.pools.get(&root) {
+            Some(pool) => {
+                let late = pool.late(now, MAX_REPLIES_PER_CALL);
+                let room = MAX_REPLIES_PER_CALL - late.len();
+                let slow = self.slow(pool, now, cfg, room);
+                (late, slow)
+            }
             None => return,
         };
-        if late.is_empty() {
+        if late.is_empty() && slow.is_empty() {
             return;
         }
         for context in late {
-            let Some(w) = self.release(context) else {
-                continue;
-            };
-            if on_behalf_of(host, context) {
-                self.timeout(host, &w);
+            if let Some(w) = self.release(context) {
+                if on_behalf_of(host, context) {
+                    self.timeout(host, &w);
+                }
+            }
+        }
+        for context in slow {
+            if let Some(w) = self.release(context) {
+                if on_behalf_of(host, context) {
+                    let m = w.plugin.metrics.source(w.source).and_then(|m| m.evicted);
+                    bump(host, m, 1);
+                    send(host, &reply::SLOW_BODY);
+                }
             }
         }
         let _ = host.set_effective_context(root);
+    }
+
+    /// The slow bodies to answer so that the pool comes down to
+    /// `budget::trim_to` of its limit: the largest first, among the
+    /// EVICTION_SCAN largest, at most `max`. None while it is below.
+    fn slow(&self, pool: &Pool, now: u64, cfg: &Config, max: usize) -> Vec<u32> {
+        let target = budget::trim_to(cfg.max_held_bytes);
+        let mut over = pool.held().saturating_sub(target);
+        let mut out = Vec::new();
+        for (charge, c) in pool.largest(EVICTION_SCAN) {
+            if over == 0 || out.len() >= max {
+                break;
+            }
+            let slow = self
+                .waiting
+                .get(&c)
+                .is_some_and(|w| now.saturating_sub(w.started_ms) >= cfg.slow_body_ms);
+            if slow {
+                out.push(c);
+                over = over.saturating_sub(charge);
+            }
+        }
+        out
     }
 
     /// proxy_on_delete: the request is over (done or reset); whatever it
@@ -456,58 +498,11 @@ impl Vm {
         Some(w)
     }
 
-    /// Makes room for `need` more bytes in `root`'s budget. True when they
-    /// fit, if need be once the largest slow requests (held longer than
-    /// slow_body_ms) are answered 408, at most MAX_EVICTIONS of them; false,
-    /// with nothing answered, when even that would not make the room: the
-    /// budget is full of work that is arriving at a provider's pace.
-    fn make_room(
-        &mut self,
-        host: &mut impl Host,
-        plugin: &Plugin,
-        root: u32,
-        need: usize,
-        now: u64,
-        current: u32,
-    ) -> Result<bool, Failure> {
-        let cfg = &plugin.config;
-        let Some(pool) = self.pools.get(&root) else {
-            return Ok(need <= cfg.max_held_bytes);
-        };
-        if pool.fits(need, cfg.max_held_bytes) {
-            return Ok(true);
-        }
-        let deficit = (pool.held().saturating_add(need)).saturating_sub(cfg.max_held_bytes);
-        let mut victims = Vec::new();
-        let mut freed = 0usize;
-        for (charge, c) in pool.largest(EVICTION_SCAN) {
-            let slow = self
-                .waiting
-                .get(&c)
-                .is_some_and(|w| now.saturating_sub(w.started_ms) >= cfg.slow_body_ms);
-            if slow {
-                victims.push(c);
-                freed = freed.saturating_add(charge);
-                if freed >= deficit || victims.len() == MAX_EVICTIONS {
-                    break;
-                }
-            }
-        }
-        if freed < deficit {
-            return Ok(false);
-        }
-        for c in victims {
-            let Some(w) = self.release(c) else {
-                continue;
-            };
-            if on_behalf_of(host, c) {
-                let m = w.plugin.metrics.source(w.source).and_then(|m| m.evicted);
-                bump(host, m, 1);
-                send(host, &reply::SLOW_BODY);
-            }
-        }
-        host.set_effective_context(current)?;
-        Ok(true)
+    /// Whether `need` more bytes fit in `root`'s budget now.
+    fn fits(&self, root: u32, need: usize, limit: usize) -> bool {
+        self.pools
+            .get(&root)
+            .map_or(need <= limit, |p| p.fits(need, limit))
     }
 
     fn busy(&mut self, host: &mut impl Host, w: &Waiting) -> HeadersStatus {
@@ -577,8 +572,8 @@ fn refuse(host: &mut impl Host, errs: &[String]) -> bool {
     false
 }
 
-/// Makes another request current, to answer it from outside its own
-/// callbacks; false (logged) when it is gone.
+/// Makes another request current, to answer it from the tick; false
+/// (logged) when it is gone.
 fn on_behalf_of(host: &mut impl Host, context: u32) -> bool {
     match host.set_effective_context(context) {
         Ok(()) => true,

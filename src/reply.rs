@@ -37,7 +37,8 @@ pub const HOLD_TIMEOUT: Reply = Reply {
 };
 
 /// The body was still arriving after slow_body_ms while the budget was
-/// full: answered to make room for requests that arrive at once.
+/// fuller than three quarters: answered to keep room for deliveries that
+/// arrive at once.
 pub const SLOW_BODY: Reply = Reply {
     status: 408,
     body: r#"{"error":"body_too_slow"}"#,

@@ -69,8 +69,9 @@ pub struct Config {
     pub max_held_bytes: usize,
     /// How long a request may take to send its body, from its headers.
     pub max_hold_ms: u64,
-    /// A body still arriving this long after its headers is slow: when the
-    /// budget is full it may be answered 408 to make room.
+    /// A body still arriving this long after its headers is slow: while the
+    /// budget is fuller than `budget::trim_to`, the tick answers the
+    /// largest slow ones 408.
     pub slow_body_ms: u64,
     pub delivery: Delivery,
     pub sources: Vec<Source>,

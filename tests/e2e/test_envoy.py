@@ -198,7 +198,7 @@ def post_held(env, evt, size=65536):
                                            body=body, test_id=tid)
     rec = env["up"].records.get(tid)
     if status != 200:
-        assert rec is None
+        assert rec is None, (status, reply)
         assert json.loads(reply) == FILTER_REPLIES[status]
         return status, dict(headers), None
     assert rec["body_sha256"] == hashlib.sha256(body).hexdigest()
@@ -244,9 +244,9 @@ def test_late_body_is_answered_408_and_gives_its_bytes_back(env):
 def test_a_stalled_upload_flood_cannot_take_a_hooks_keys(env):
     """One client holds as many stalled uploads as it likes. While they are
     young the budget is full of work and a hook is answered 503 (never
-    forwarded keyless); once they are slow (past slow_body_ms) a hook is
-    stamped on its first try, the largest slow uploads answered 408 to make
-    room."""
+    forwarded keyless); once they are slow (past slow_body_ms) the tick
+    answers the largest 408 until the budget is down to three quarters,
+    and a hook is stamped on its first try."""
     before = counter(env, "hookstamp_body_too_slow_total", source="held")
     # Large declared bodies first, then small ones and chunked ones, until
     # the worker's budget takes nothing more.
