@@ -1,0 +1,113 @@
+"""Attacks on a real Envoy with the built module, each on an Envoy of its
+own: thousands of stalled requests reaching their deadline in one tick
+(which once failed the VM for good), a budget full of slow uploads, and
+Envoy's own memory while a verified source holds slow forged uploads."""
+
+import json
+import time
+import uuid
+
+import pytest
+
+import attack
+import proxy
+import upstream
+
+EVENT = b'{"id":"evt_%s","type":"invoice.paid","data":{"object":{"customer":"cus_%s"}}}'
+
+ATTACKED = {"max_hold_ms": 2000, "slow_body_ms": 1000, "sources": [
+    {"id": "stripe", "dedupe": "stripe",
+     "sinks": [{"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]},
+    {"id": "github", "dedupe": "github"}]}
+
+
+@pytest.fixture()
+def edge():
+    attack.raise_fd_limit()
+    up = upstream.start()
+    port = proxy.free_port()
+    e = proxy.Envoy(proxy.bootstrap({"edge": (port, ATTACKED)}, up.server_address[1], proxy.free_port()))
+    assert e.proc.poll() is None, e.log_text()[-4000:]
+    yield {"envoy": e, "up": up, "port": port}
+    e.stop()
+
+
+def deliver(edge, n):
+    """One body-keyed delivery and one header-keyed one, sent whole: both
+    stamped, with their keys."""
+    tid = uuid.uuid4().hex
+    status, _, _ = proxy.request(edge["port"], "POST", "/webhooks/stripe", [("content-type", "application/json")],
+                                 body=EVENT % (str(n).encode(), str(n).encode()), test_id=tid, timeout=10)
+    rec = edge["up"].records.get(tid)
+    assert status == 200, status
+    assert dict(rec["stamps"])["x-hookstamp-dedupe-key"] == f"evt_{n}"
+    assert dict(rec["stamps"])["x-hookstamp-lane-0-key"] == f"cus_{n}"
+    tid = uuid.uuid4().hex
+    status, _, _ = proxy.request(edge["port"], "POST", "/webhooks/github", [("x-github-delivery", f"d-{n}")],
+                                 body=b"{}", test_id=tid, timeout=10)
+    assert status == 200, status
+    assert dict(edge["up"].records[tid]["stamps"])["x-hookstamp-dedupe-key"] == f"d-{n}"
+
+
+def vm_failures(envoy):
+    return [l for l in envoy.stats("/stats").splitlines()
+            if l.startswith("wasm.") and ("fail" in l or "crash" in l) and not l.endswith(": 0")]
+
+
+def counter(envoy, name):
+    for line in envoy.stats("/stats").splitlines():
+        if line.startswith(f"wasmcustom.{name}:"):
+            return int(line.rsplit(":", 1)[1])
+    raise KeyError(name)
+
+
+def test_ten_thousand_stalled_requests_reach_their_deadline_and_the_vm_lives(edge):
+    """5 000 HTTP/1 connections and 5 000 HTTP/2 streams (50 connections)
+    send the headers of a body-keyed hook and stall. Their deadlines pass
+    within one tick; the filter answers each 408, at most 25 a VM call
+    (Envoy nests the replies of one call: ~270 in one tick exhausted V8's
+    stack and failed the VM for good). Meanwhile and afterwards, the VM
+    stamps deliveries."""
+    t0 = time.time()
+    h1 = attack.Http1(edge["port"], 5000, "/webhooks/stripe", declared=1000)
+    h2c = attack.Http2(edge["port"], 50, 100, "/webhooks/stripe", declared=1000)
+    opened = time.time() - t0
+    try:
+        assert opened < 1.8, f"the flood took {opened:.1f} s to open: its deadlines would not coincide"
+        deliver(edge, 1)
+        # All 10 000 answered 408 once their deadline passes.
+        def done():
+            a, b = h1.poll(), h2c.poll()
+            return a.get("408", 0) + b.get("408", 0) == 10_000 and (a, b)
+        result = attack.wait_for(done, 40, step=0.5)
+        assert result, (h1.count(), h2c.count())
+        took = time.time() - t0
+        print(f"10 000 stalled requests answered 408 within {took:.1f} s of the first")
+        assert not vm_failures(edge["envoy"]), vm_failures(edge["envoy"])
+        assert "Maximum call stack" not in edge["envoy"].log_text()
+        assert counter(edge["envoy"], "hookstamp_body_timeout_total.source=stripe;") == 10_000
+        for n in range(2, 12):
+            deliver(edge, n)
+        # GET passes, as ever: the VM is not failed closed.
+        assert proxy.request(edge["port"], "GET", "/elsewhere")[0] == 200
+    finally:
+        h1.close()
+        h2c.close()
+
+
+def test_streams_reset_mid_hold_give_everything_back(edge):
+    """An HTTP/2 client opens 2 000 held streams and resets half of them:
+    what they held returns at once, the other half reach their deadline,
+    and the VM stamps throughout."""
+    h2c = attack.Http2(edge["port"], 20, 100, "/webhooks/stripe", declared=1000)
+    try:
+        time.sleep(0.2)
+        assert h2c.reset_half() == 1000
+        deliver(edge, 100)
+        done = attack.wait_for(lambda: h2c.poll().get("408", 0) == 1000 and h2c.count(), 20, step=0.5)
+        assert done, h2c.count()
+        assert done.get("reset") == 1000
+        deliver(edge, 101)
+        assert not vm_failures(edge["envoy"])
+    finally:
+        h2c.close()
