@@ -34,7 +34,8 @@ lint: setup            ## rustfmt, and clippy with warnings denied (native and w
 test-native:           ## the core, the case table and the config error table
 	cargo test
 
-test-e2e: wasm         ## the same case table through a real Envoy with the built .wasm
+test-e2e: wasm         ## the same case table through a real Envoy with the built .wasm, and the attacks
+	scripts/build-wasm.sh crash
 	cargo build
 	cd tests/e2e && $(PYTEST) -q -p no:cacheprovider
 

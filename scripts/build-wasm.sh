@@ -6,7 +6,10 @@
 # `build-wasm.sh clippy` lints the wasm glue instead (warnings denied);
 # `build-wasm.sh noop` builds target/noop.wasm, the empty proxy-wasm SDK
 # filter the benchmark measures beside hookstamp (benches/noop-filter),
-# keeping only the exports hookstamp has (binaryen's wasm-metadce).
+# keeping only the exports hookstamp has (binaryen's wasm-metadce);
+# `build-wasm.sh crash` builds target/crash.wasm, the same filter with the
+# feature `crash` (it aborts on an x-crash header), which the tests of
+# Envoy's failure policies load.
 # Uses rustup's wasm32-wasip1 target where it is installed; otherwise
 # Debian's rustc-web + rust-web-src + lld, building std from source.
 set -euo pipefail
@@ -20,6 +23,7 @@ extra=()
 case "$cmd" in
   clippy) extra=(-- -D warnings) ;;
   noop) cmd=build dir=benches/noop-filter built=noop_filter.wasm name=noop.wasm ;;
+  crash) cmd=build dir=benches/noop-filter built=noop_filter.wasm name=crash.wasm extra=(--features crash) ;;
 esac
 if [ "${HOOKSTAMP_WASM_ROUTE:-}" != debian ] && rustup target list --installed 2>/dev/null | grep -qx "$target"; then
   (cd "$dir" && cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
@@ -34,7 +38,9 @@ else
   out=$dir/target/debian-wasm/$target/wasm/$built
 fi
 [ "$cmd" = clippy ] && exit 0
-if [ "$name" = hookstamp.wasm ]; then
+if [ "$name" = crash.wasm ]; then
+  cp "$out" "target/$name"
+elif [ "$name" = hookstamp.wasm ]; then
   cp "$out" "target/$name"
   # Where cargo's own artifact is, for the test that loads it in Envoy.
   echo "$PWD/$out" > target/hookstamp.wasm.cargo-path

@@ -111,3 +111,61 @@ def test_streams_reset_mid_hold_give_everything_back(edge):
         assert not vm_failures(edge["envoy"])
     finally:
         h2c.close()
+
+
+def crash_edge(policy):
+    """An Envoy whose filter is target/crash.wasm (it aborts on an x-crash
+    header) under `policy`, as the shipped bootstraps set it."""
+    from cases import ROOT
+    module = ROOT / "target" / "crash.wasm"
+    assert module.exists(), "target/crash.wasm is built by make test-e2e (scripts/build-wasm.sh crash)"
+    up = upstream.start()
+    port = proxy.free_port()
+    boot = proxy.bootstrap({"crash": (port, "0", None, module)}, up.server_address[1], proxy.free_port())
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    wasm = hcm["http_filters"][0]["typed_config"]["config"]
+    wasm["failure_policy"] = policy
+    if policy == "FAIL_RELOAD":
+        wasm["reload_config"] = {"backoff": {"base_interval": "1s", "max_interval": "10s"}}
+    e = proxy.Envoy(boot)
+    assert e.proc.poll() is None, e.log_text()[-4000:]
+    return e, up, port
+
+
+def get(port, headers=()):
+    tid = uuid.uuid4().hex
+    try:
+        status = proxy.request(port, "GET", "/x", list(headers), test_id=tid, timeout=5)[0]
+    except OSError:
+        status = "reset"
+    return status, tid
+
+
+@pytest.mark.parametrize("policy", ["FAIL_RELOAD", "FAIL_CLOSED"])
+def test_a_failed_vm_comes_back_under_fail_reload_only(policy):
+    """The shipped failure policy: FAIL_RELOAD answers 503 while the VM is
+    failed (nothing passes unfiltered) and starts a new VM after its
+    backoff; FAIL_CLOSED answers 503 until Envoy restarts."""
+    e, up, port = crash_edge(policy)
+    try:
+        assert get(port)[0] == 200
+        status, tid = get(port, [("x-crash", "1")])
+        assert status != 200 and tid not in up.records
+        seen = []
+        end = time.time() + 8
+        while time.time() < end:
+            status, tid = get(port)
+            seen.append(status)
+            if status == 200:
+                break
+            assert tid not in up.records, "a request passed a failed VM"
+            time.sleep(0.25)
+        reloads = [l for l in e.stats("/stats").splitlines() if ".vm_reload_success:" in l]
+        if policy == "FAIL_RELOAD":
+            assert seen[-1] == 200, seen
+            assert 503 in seen, "fail closed while the VM is failed"
+            assert any(not l.endswith(": 0") for l in reloads), reloads
+        else:
+            assert 200 not in seen and set(seen) == {503}, seen
+    finally:
+        e.stop()

@@ -435,7 +435,7 @@ def test_istio_envoyfilter_wasm_config_validates(tmp_path):
     wasm = ext["patch"]["value"]["typed_config"]
     cfg = wasm["config"]
     assert cfg["allow_on_headers_stop_iteration"] is True
-    assert cfg["failure_policy"] == "FAIL_CLOSED"
+    assert cfg["failure_policy"] == "FAIL_RELOAD"
     # The secret comes from the sidecar's environment: check says so when
     # it is missing, and passes with it set.
     secret_var = cfg["vm_config"]["environment_variables"]["host_env_keys"][0]
@@ -520,6 +520,23 @@ def test_shipped_bootstrap_hardening(env):
         assert go("/webhooks%2Fgithub", gh) == (400, None)
         status, rec = go("/health")
         assert (status, rec) == (404, None)
+        # The edge settings, as a client sees them: at most 100 streams a
+        # connection and 64 KiB sent ahead a stream.
+        import h2.config
+        import h2.connection
+        c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        c.initiate_connection()
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(c.data_to_send())
+            c.receive_data(sock.recv(65536))
+        assert c.remote_settings.max_concurrent_streams == 100
+        assert c.remote_settings.initial_window_size == 65536
+        hcm = lst["filter_chains"][0]["filters"][0]["typed_config"]
+        assert (hcm["request_headers_timeout"], hcm["stream_idle_timeout"]) == ("5s", "15s")
+        assert wasm["failure_policy"] == "FAIL_RELOAD"
+        monitors = {m["name"] for m in boot["overload_manager"]["resource_monitors"]}
+        assert monitors == {"envoy.resource_monitors.fixed_heap",
+                            "envoy.resource_monitors.global_downstream_max_connections"}
     finally:
         e.stop()
 

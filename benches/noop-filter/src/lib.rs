@@ -3,7 +3,9 @@
 //! filter on this SDK pays in Envoy's V8, whatever it does. With a plugin
 //! configuration of `N`, it also adds N request headers per request, one
 //! host call each, as hookstamp adds its stamps: what those calls cost any
-//! filter.
+//! filter. Built with the feature `crash` (target/crash.wasm, for the
+//! tests only), it aborts on a request with an `x-crash` header: a VM that
+//! fails, to test Envoy's failure policies with.
 
 #[cfg(target_arch = "wasm32")]
 mod filter {
@@ -57,6 +59,10 @@ mod filter {
 
     impl HttpContext for Pass {
         fn on_http_request_headers(&mut self, _num_headers: usize, _end: bool) -> Action {
+            #[cfg(feature = "crash")]
+            if let Ok(Some(_)) = hostcalls::get_map_value(MapType::HttpRequestHeaders, "x-crash") {
+                std::process::abort();
+            }
             for name in self.names.iter() {
                 let _ = hostcalls::add_map_value(MapType::HttpRequestHeaders, name, VALUE);
             }
