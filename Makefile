@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 PYTEST := python3 -m pytest
 
-.PHONY: all help setup build wasm image lint fmt check test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short clean
+.PHONY: all help setup build wasm image lint fmt check test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short soak-attack soak-attack-short clean
 
 all: build wasm
 
@@ -39,7 +39,7 @@ test-e2e: wasm         ## the same case table through a real Envoy with the buil
 	cargo build
 	cd tests/e2e && $(PYTEST) -q -p no:cacheprovider
 
-test: lint test-native fuzz-short soak-short test-e2e   ## everything; fails if Envoy is missing
+test: lint test-native fuzz-short soak-short soak-attack-short test-e2e   ## everything; fails if Envoy is missing
 
 check: lint test-native test-e2e   ## the quick local loop: lint and both suites, without fuzz and soak
 
@@ -73,6 +73,13 @@ soak: wasm             ## 200 000 mixed requests at 64 connections through Envoy
 soak-short: wasm       ## the short soak that make test includes
 	cargo build
 	cd tests/e2e && python3 soak.py --requests 20000 --conns 64
+
+soak-attack: wasm      ## deliveries while an attacker mix holds several budgets: >= 99 % stamped first try
+	cargo build
+	cd tests/e2e && python3 soak_attack.py --seconds $(or $(SOAK_SECONDS),60)
+
+soak-attack-short: wasm   ## the short adversarial soak that make test includes
+	cd tests/e2e && python3 soak_attack.py --seconds 20
 
 clean:                 ## remove the build outputs
 	cargo clean
