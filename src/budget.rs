@@ -195,6 +195,12 @@ mod tests {
     #[test]
     fn a_source_that_keeps_no_body_counts_only_envoys_bytes() {
         let g = growth(false, 500, 0, 100, 1000);
-        assert_eq!(g, Growth { capacity: 0, extra: 100 });
+        assert_eq!(
+            g,
+            Growth {
+                capacity: 0,
+                extra: 100
+            }
+        );
     }
 }

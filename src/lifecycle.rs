@@ -346,7 +346,9 @@ impl Vm {
             return data(finish(host, w, Kept::TooLarge));
         }
         let keeps = cfg.sources.get(w.source).is_some_and(|s| s.keeps_body());
-        let cap = w.declared.map_or(cfg.max_json_bytes, |d| d.min(cfg.max_json_bytes));
+        let cap = w
+            .declared
+            .map_or(cfg.max_json_bytes, |d| d.min(cfg.max_json_bytes));
         let (len, capacity) = (w.body.len(), w.body.capacity());
         let growth = budget::growth(keeps, len, capacity, size, cap);
         // `w` is released: its charge is out of the pool, its bytes are not.

@@ -940,12 +940,24 @@ const SLOW: &str = r#"{
 fn fill(vm: &mut Vm, host: &mut MockHost, from: u32, sent: usize) -> Vec<u32> {
     let mut held = Vec::new();
     for ctx in from.. {
-        start(vm, host, ctx, &post("/webhooks/stripe", &[("content-length", "1000")]), false);
-        if host.replies.is_empty() && chunk(vm, host, ctx, &vec![b' '; sent], false) == DataStatus::StopAndWatermark {
+        start(
+            vm,
+            host,
+            ctx,
+            &post("/webhooks/stripe", &[("content-length", "1000")]),
+            false,
+        );
+        if host.replies.is_empty()
+            && chunk(vm, host, ctx, &vec![b' '; sent], false) == DataStatus::StopAndWatermark
+        {
             held.push(ctx);
             continue;
         }
-        assert_eq!(replied(host), vec![503], "the budget refuses the one that does not fit");
+        assert_eq!(
+            replied(host),
+            vec![503],
+            "the budget refuses the one that does not fit"
+        );
         host.replies.clear();
         break;
     }
@@ -961,7 +973,9 @@ fn deliver(vm: &mut Vm, host: &mut MockHost, ctx: u32) -> DataStatus {
 fn deliver_body(vm: &mut Vm, host: &mut MockHost, ctx: u32, body: &[u8]) -> DataStatus {
     let len = body.len().to_string();
     let h = post("/webhooks/stripe", &[("content-length", &len)]);
-    if start(vm, host, ctx, &h, false) != HeadersStatus::StopIteration || !host.replies.iter().all(|(c, _)| *c != ctx) {
+    if start(vm, host, ctx, &h, false) != HeadersStatus::StopIteration
+        || !host.replies.iter().all(|(c, _)| *c != ctx)
+    {
         return DataStatus::StopNoBuffer;
     }
     host.context = ctx;
@@ -975,7 +989,13 @@ fn ten_thousand_deadlines_in_one_tick_are_answered_a_bounded_number_at_a_time() 
         "sources": [{"id": "stripe", "dedupe": "stripe"}]}"#,
     );
     for ctx in 2..10_002 {
-        start(&mut vm, &mut host, ctx, &post("/webhooks/stripe", &[("content-length", "100")]), false);
+        start(
+            &mut vm,
+            &mut host,
+            ctx,
+            &post("/webhooks/stripe", &[("content-length", "100")]),
+            false,
+        );
     }
     assert!(host.replies.is_empty());
     assert_eq!(vm.waiting(), 10_000);
@@ -985,19 +1005,28 @@ fn ten_thousand_deadlines_in_one_tick_are_answered_a_bounded_number_at_a_time() 
         let before = host.replies.len();
         vm.on_tick(&mut host, ROOT);
         let sent = host.replies.len() - before;
-        assert!(sent <= hookstamp::budget::MAX_REPLIES_PER_CALL, "{sent} replies in one tick");
+        assert!(
+            sent <= hookstamp::budget::MAX_REPLIES_PER_CALL,
+            "{sent} replies in one tick"
+        );
         assert!(sent > 0, "a tick with late bodies answers some");
         assert_eq!(host.context, ROOT);
         ticks += 1;
     }
-    assert_eq!(ticks, 10_000usize.div_ceil(hookstamp::budget::MAX_REPLIES_PER_CALL));
+    assert_eq!(
+        ticks,
+        10_000usize.div_ceil(hookstamp::budget::MAX_REPLIES_PER_CALL)
+    );
     assert_eq!(host.replies.len(), 10_000);
     assert!(host.replies.iter().all(|(_, r)| *r == reply::HOLD_TIMEOUT));
     // The earliest deadline first, each request answered once.
     let order: Vec<u32> = host.replies.iter().map(|(c, _)| *c).collect();
     assert_eq!(order, (2..10_002).collect::<Vec<u32>>());
     assert_eq!(vm.held(), 0);
-    assert_eq!(host.metric("hookstamp_body_timeout_total.source=stripe;"), 10_000);
+    assert_eq!(
+        host.metric("hookstamp_body_timeout_total.source=stripe;"),
+        10_000
+    );
     // A tick with nothing late answers nothing and makes no host call but
     // the clock's.
     host.context = 77;
@@ -1027,25 +1056,47 @@ fn a_budget_full_of_slow_bodies_makes_room_for_a_delivery() {
     vm.on_tick(&mut host, ROOT);
     let evicted: Vec<u32> = host.replies.iter().map(|(c, _)| *c).collect();
     assert!(!evicted.is_empty() && evicted.len() <= 2, "{evicted:?}");
-    assert!(evicted.iter().all(|c| large.contains(c)), "the largest first");
+    assert!(
+        evicted.iter().all(|c| large.contains(c)),
+        "the largest first"
+    );
     assert!(host.replies.iter().all(|(_, r)| *r == reply::SLOW_BODY));
     assert!(vm.held() <= hookstamp::budget::trim_to(8000));
-    assert_eq!(host.metric("hookstamp_body_too_slow_total.source=stripe;"), evicted.len() as i64);
+    assert_eq!(
+        host.metric("hookstamp_body_too_slow_total.source=stripe;"),
+        evicted.len() as i64
+    );
     host.replies.clear();
     host.added_for.clear();
     assert_eq!(deliver(&mut vm, &mut host, 501), DataStatus::Continue);
-    assert_eq!(stamp(&host, "x-hookstamp-dedupe-key").as_deref(), Some("evt_1"));
-    assert!(host.added_for.iter().all(|c| *c == 501), "stamps go to the delivery: {:?}", host.added_for);
-    assert!(host.replies.is_empty(), "a request callback answers only its own request");
+    assert_eq!(
+        stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+        Some("evt_1")
+    );
+    assert!(
+        host.added_for.iter().all(|c| *c == 501),
+        "stamps go to the delivery: {:?}",
+        host.added_for
+    );
+    assert!(
+        host.replies.is_empty(),
+        "a request callback answers only its own request"
+    );
     // An evicted request's later chunks pass: Envoy has answered it.
-    assert_eq!(chunk(&mut vm, &mut host, evicted[0], b"x", false), DataStatus::Continue);
+    assert_eq!(
+        chunk(&mut vm, &mut host, evicted[0], b"x", false),
+        DataStatus::Continue
+    );
 }
 
 #[test]
 fn the_tick_answers_a_bounded_number_of_slow_bodies() {
     // Many slow requests of one byte each: the tick answers at most
     // MAX_REPLIES_PER_CALL of them a tick, until three quarters is reached.
-    let (mut vm, mut host) = boot(&SLOW.replace("\"max_json_bytes\": 1000, \"max_held_bytes\": 8000", "\"max_json_bytes\": 4000, \"max_held_bytes\": 64000"));
+    let (mut vm, mut host) = boot(&SLOW.replace(
+        "\"max_json_bytes\": 1000, \"max_held_bytes\": 8000",
+        "\"max_json_bytes\": 4000, \"max_held_bytes\": 64000",
+    ));
     let small = fill(&mut vm, &mut host, 10, 1);
     assert!(small.len() > 100, "{}", small.len());
     host.now_ms += 600;
@@ -1060,7 +1111,11 @@ fn the_tick_answers_a_bounded_number_of_slow_bodies() {
     assert!(ticks > 1);
     let before = host.replies.len();
     vm.on_tick(&mut host, ROOT);
-    assert_eq!(host.replies.len(), before, "below three quarters, slow bodies are left alone");
+    assert_eq!(
+        host.replies.len(),
+        before,
+        "below three quarters, slow bodies are left alone"
+    );
 }
 
 #[test]
@@ -1068,11 +1123,20 @@ fn envoys_buffered_bytes_of_a_verified_body_are_counted() {
     // A verified source with header keys keeps no copy of the body, but
     // Envoy buffers every byte while the filter holds the request.
     let (mut vm, mut host) = boot(VERIFY);
-    let h = post("/webhooks/acme/gh", &[("x-github-delivery", "d-1"), ("x-hub-signature-256", "sha256=00")]);
+    let h = post(
+        "/webhooks/acme/gh",
+        &[
+            ("x-github-delivery", "d-1"),
+            ("x-hub-signature-256", "sha256=00"),
+        ],
+    );
     start(&mut vm, &mut host, 2, &h, false);
     let before = vm.held();
     for _ in 0..10 {
-        assert_eq!(chunk(&mut vm, &mut host, 2, &[b'a'; 100], false), DataStatus::StopAndWatermark);
+        assert_eq!(
+            chunk(&mut vm, &mut host, 2, &[b'a'; 100], false),
+            DataStatus::StopAndWatermark
+        );
     }
     assert_eq!(vm.held(), before + 1000);
 }

@@ -280,9 +280,14 @@ fn bounds_refuse_what_costs_stack_or_time_naming_the_source() {
         config::load(&text).unwrap_err(),
         vec!["source 's' dedupe: json path has at most 32 segments, got 5000"]
     );
-    let sources: Vec<String> = (0..1025).map(|i| format!(r#"{{"id":"s{i}","dedupe":"stripe"}}"#)).collect();
+    let sources: Vec<String> = (0..1025)
+        .map(|i| format!(r#"{{"id":"s{i}","dedupe":"stripe"}}"#))
+        .collect();
     let text = format!(r#"{{"sources":[{}]}}"#, sources.join(","));
-    assert_eq!(config::load(&text).unwrap_err(), vec!["config: at most 1024 sources, got 1025"]);
+    assert_eq!(
+        config::load(&text).unwrap_err(),
+        vec!["config: at most 1024 sources, got 1025"]
+    );
     // At the bound, a body nested along the path is read.
     let path = vec!["a"; 32].join(".");
     let text = format!(r#"{{"sources":[{{"id":"s","dedupe":{{"json":"{path}"}}}}]}}"#);
@@ -290,5 +295,8 @@ fn bounds_refuse_what_costs_stack_or_time_naming_the_source() {
     let body = format!("{}\"evt_deep\"{}", r#"{"a":"#.repeat(32), "}".repeat(32));
     let paths = &cfg.sources[0].paths;
     let found = hookstamp::json::extract(body.as_bytes(), paths).unwrap();
-    assert_eq!(found[0], Some(hookstamp::json::Scalar::Str("evt_deep".into())));
+    assert_eq!(
+        found[0],
+        Some(hookstamp::json::Scalar::Str("evt_deep".into()))
+    );
 }

@@ -129,7 +129,10 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         Some(Some(p)) if prefix_ok(p) => {
             d.push(
                 &Scope::Config,
-                format!("prefix has at most {MAX_PREFIX_SEGMENTS} segments, got {}", segments(p).len()),
+                format!(
+                    "prefix has at most {MAX_PREFIX_SEGMENTS} segments, got {}",
+                    segments(p).len()
+                ),
             );
             Vec::new()
         }
@@ -153,7 +156,12 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         );
     }
     let max_hold_ms = count(obj, "max_hold_ms", DEFAULT_MAX_HOLD_MS, d);
-    let slow_body_ms = count(obj, "slow_body_ms", DEFAULT_SLOW_BODY_MS.min(max_hold_ms), d);
+    let slow_body_ms = count(
+        obj,
+        "slow_body_ms",
+        DEFAULT_SLOW_BODY_MS.min(max_hold_ms),
+        d,
+    );
     if slow_body_ms > max_hold_ms {
         d.push(
             &Scope::Config,

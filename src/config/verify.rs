@@ -169,7 +169,10 @@ fn secret_list(
     if list.len() > MAX_SECRETS {
         d.push(
             scope,
-            format!("{at}: at most {MAX_SECRETS} secrets (each is tried on every request), got {}", list.len()),
+            format!(
+                "{at}: at most {MAX_SECRETS} secrets (each is tried on every request), got {}",
+                list.len()
+            ),
         );
     }
     let mut out = Vec::new();
@@ -293,7 +296,10 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
         Some(Value::String(t)) if t.len() > MAX_TEMPLATE_BYTES => {
             d.push(
                 scope,
-                format!("scheme signed: at most {MAX_TEMPLATE_BYTES} bytes, got {}", t.len()),
+                format!(
+                    "scheme signed: at most {MAX_TEMPLATE_BYTES} bytes, got {}",
+                    t.len()
+                ),
             );
             None
         }

@@ -129,7 +129,7 @@ class Legit(threading.Thread):
         while not self.stop.is_set():
             due = start + n / self.rate
             if time.time() < due:
-                time.sleep(min(0.01, due - time.time()))
+                time.sleep(max(0.0, min(0.01, due - time.time())))
                 continue
             t = threading.Thread(target=self.one, args=(n,), daemon=True)
             t.start()
