@@ -278,7 +278,7 @@ fn bounds_refuse_what_costs_stack_or_time_naming_the_source() {
     let text = format!(r#"{{"sources":[{{"id":"s","dedupe":{{"json":"{path}"}}}}]}}"#);
     assert_eq!(
         config::load(&text).unwrap_err(),
-        vec!["source 's' dedupe: json path has at most 32 segments, got 5000"]
+        vec!["source 's' dedupe: segments of a json path: at most 32, got 5000"]
     );
     let sources: Vec<String> = (0..1025)
         .map(|i| format!(r#"{{"id":"s{i}","dedupe":"stripe"}}"#))
@@ -286,7 +286,7 @@ fn bounds_refuse_what_costs_stack_or_time_naming_the_source() {
     let text = format!(r#"{{"sources":[{}]}}"#, sources.join(","));
     assert_eq!(
         config::load(&text).unwrap_err(),
-        vec!["config: at most 1024 sources, got 1025"]
+        vec!["config: sources: at most 1024, got 1025"]
     );
     // At the bound, a body nested along the path is read.
     let path = vec!["a"; 32].join(".");

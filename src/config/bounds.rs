@@ -26,3 +26,12 @@ pub const MAX_SECRETS: usize = 8;
 pub const MAX_TENANTS: usize = 10_000;
 /// Segments of the route prefix.
 pub const MAX_PREFIX_SEGMENTS: usize = 16;
+
+/// `Err` naming the bound when `got` is past `max`: "{what}: at most
+/// {max}, got {got}", one form for every bound.
+pub fn within(what: &str, max: usize, got: usize) -> Result<(), String> {
+    if got > max {
+        return Err(format!("{what}: at most {max}, got {got}"));
+    }
+    Ok(())
+}

@@ -2,7 +2,9 @@
 //! that every error is reported (not just the first), each with its scope
 //! (the source, the sink) in a `Diags` collector.
 
-use super::bounds::{MAX_PREFIX_SEGMENTS, MAX_SINKS, MAX_SOURCES, MAX_TENANTS};
+use super::bounds::{
+    within, MAX_NAME_BYTES, MAX_PREFIX_SEGMENTS, MAX_SINKS, MAX_SOURCES, MAX_TENANTS,
+};
 use super::diag::{Diag, Diags, Scope};
 use super::keys::KeyCtx;
 use super::{source_id_ok, tenant_ok, Config, Delivery, Routing, Source, DEFAULT_TENANT};
@@ -125,16 +127,15 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     let routing = routing_of(field(obj, "routing"), &Scope::Config, d).unwrap_or(Routing::Path);
     let prefix = match field(obj, "prefix").map(Value::as_str) {
         None => vec!["webhooks".to_owned()],
-        Some(Some(p)) if prefix_ok(p) && segments(p).len() <= MAX_PREFIX_SEGMENTS => segments(p),
         Some(Some(p)) if prefix_ok(p) => {
-            d.push(
-                &Scope::Config,
-                format!(
-                    "prefix has at most {MAX_PREFIX_SEGMENTS} segments, got {}",
-                    segments(p).len()
-                ),
-            );
-            Vec::new()
+            let segs = segments(p);
+            match within("segments of the prefix", MAX_PREFIX_SEGMENTS, segs.len()) {
+                Ok(()) => segs,
+                Err(e) => {
+                    d.push(&Scope::Config, e);
+                    Vec::new()
+                }
+            }
         }
         Some(_) => {
             d.push(
@@ -192,11 +193,8 @@ fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         None => d.push(&Scope::Config, "sources is required"),
         Some(None) => d.push(&Scope::Config, "sources must be a list"),
         Some(Some(list)) => {
-            if list.len() > MAX_SOURCES {
-                d.push(
-                    &Scope::Config,
-                    format!("at most {MAX_SOURCES} sources, got {}", list.len()),
-                );
+            if let Err(e) = within("sources", MAX_SOURCES, list.len()) {
+                d.push(&Scope::Config, e);
             }
             for (i, s) in list.iter().enumerate().take(MAX_SOURCES) {
                 let ctx = SourceCtx {
@@ -378,11 +376,8 @@ fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
     match field(obj, "sinks") {
         None => {}
         Some(Value::Array(sinks)) => {
-            if sinks.len() > MAX_SINKS {
-                d.push(
-                    &scope,
-                    format!("at most {MAX_SINKS} sinks, got {}", sinks.len()),
-                );
+            if let Err(e) = within("sinks", MAX_SINKS, sinks.len()) {
+                d.push(&scope, e);
             }
             for (index, s) in sinks.iter().enumerate().take(MAX_SINKS) {
                 let ctx = SinkCtx {
@@ -531,11 +526,8 @@ fn check_tenants(v: &Value, scope: &Scope, routing: Routing, d: &mut Diags) -> O
             return None;
         }
     };
-    if list.len() > MAX_TENANTS {
-        d.push(
-            scope,
-            format!("tenants: at most {MAX_TENANTS}, got {}", list.len()),
-        );
+    if let Err(e) = within("tenants", MAX_TENANTS, list.len()) {
+        d.push(scope, e);
         return None;
     }
     let mut out = Vec::new();
@@ -586,13 +578,7 @@ pub(super) fn key_header(h: &str) -> Result<String, String> {
     if h.is_empty() {
         return Err("header name is empty".into());
     }
-    if h.len() > super::bounds::MAX_NAME_BYTES {
-        return Err(format!(
-            "header names are at most {} bytes, got {}",
-            super::bounds::MAX_NAME_BYTES,
-            h.len()
-        ));
-    }
+    within("bytes of a header name", MAX_NAME_BYTES, h.len())?;
     if !h.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
         return Err(format!("header name {h:?} is not a valid header name"));
     }

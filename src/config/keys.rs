@@ -4,7 +4,7 @@
 //! `{"first": [expr, ...]}` and `{"concat": [expr, ...], "separator": s}`.
 
 use super::bounds::{
-    MAX_KEY_DEPTH, MAX_KEY_TERMS, MAX_NAME_BYTES, MAX_PATH_SEGMENTS, MAX_SEPARATOR_BYTES,
+    within, MAX_KEY_DEPTH, MAX_KEY_TERMS, MAX_NAME_BYTES, MAX_PATH_SEGMENTS, MAX_SEPARATOR_BYTES,
 };
 use super::check::{key_header, Reads};
 use crate::json::{self, Path};
@@ -33,12 +33,11 @@ pub fn expr(
     warn: &mut Vec<String>,
 ) -> Result<KeySource, String> {
     let key = nested(obj, skip, ctx, reads, warn, 0)?;
-    let n = terms(&key);
-    if n > MAX_KEY_TERMS {
-        return Err(format!(
-            "a key reads at most {MAX_KEY_TERMS} headers, paths and form fields, this one {n}"
-        ));
-    }
+    within(
+        "headers, paths and form fields one key reads",
+        MAX_KEY_TERMS,
+        terms(&key),
+    )?;
     Ok(key)
 }
 
@@ -103,13 +102,10 @@ fn nested(
             return Err(e);
         }
         match obj.get("form") {
-            Some(Value::String(f)) if f.len() > MAX_NAME_BYTES => {
-                return Err(format!(
-                    "form field names are at most {MAX_NAME_BYTES} bytes, got {}",
-                    f.len()
-                ))
+            Some(Value::String(f)) if !f.is_empty() => {
+                within("bytes of a form field name", MAX_NAME_BYTES, f.len())?;
+                return Ok(reads.form(f.clone()));
             }
-            Some(Value::String(f)) if !f.is_empty() => return Ok(reads.form(f.clone())),
             other => {
                 return Err(format!(
                     "form must be a non-empty field name, got {}",
@@ -143,12 +139,7 @@ fn nested(
                 "first and concat nest at most {MAX_KEY_DEPTH} deep"
             ));
         }
-        if list.len() > MAX_KEY_TERMS {
-            return Err(format!(
-                "{name} takes at most {MAX_KEY_TERMS} keys, got {}",
-                list.len()
-            ));
-        }
+        within(&format!("keys of a {name}"), MAX_KEY_TERMS, list.len())?;
         let mut parts = Vec::new();
         for item in list {
             let Some(o) = item.as_object() else {
@@ -161,13 +152,10 @@ fn nested(
         }
         let sep = match obj.get("separator") {
             None => ":".to_owned(),
-            Some(Value::String(s)) if s.len() > MAX_SEPARATOR_BYTES => {
-                return Err(format!(
-                    "separator is at most {MAX_SEPARATOR_BYTES} bytes, got {}",
-                    s.len()
-                ))
+            Some(Value::String(s)) => {
+                within("bytes of a separator", MAX_SEPARATOR_BYTES, s.len())?;
+                s.clone()
             }
-            Some(Value::String(s)) => s.clone(),
             Some(other) => return Err(format!("separator must be a string, got {other}")),
         };
         return Ok(KeySource::Concat(parts, sep));
@@ -209,17 +197,8 @@ pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, String> {
             ))
         }
     };
-    if path.len() > MAX_PATH_SEGMENTS {
-        return Err(format!(
-            "json path has at most {MAX_PATH_SEGMENTS} segments, got {}",
-            path.len()
-        ));
-    }
-    if let Some(seg) = path.iter().find(|s| s.len() > MAX_NAME_BYTES) {
-        return Err(format!(
-            "json path segments are at most {MAX_NAME_BYTES} bytes, got one of {}",
-            seg.len()
-        ));
-    }
+    within("segments of a json path", MAX_PATH_SEGMENTS, path.len())?;
+    let longest = path.iter().map(String::len).max().unwrap_or(0);
+    within("bytes of a json path segment", MAX_NAME_BYTES, longest)?;
     Ok(path)
 }

@@ -1,7 +1,7 @@
 //! Checks a source's `verify` object. A secret's value never appears in an
 //! error or a warning: only the variable it came from, or its place.
 
-use super::bounds::{MAX_SECRETS, MAX_TEMPLATE_BYTES, MAX_TENANTS};
+use super::bounds::{within, MAX_SECRETS, MAX_TEMPLATE_BYTES, MAX_TENANTS};
 use super::check::{field, key_header, unknown_fields, Env};
 use super::diag::{Diags, Scope};
 use super::{tenant_ok, Routing};
@@ -94,11 +94,8 @@ pub fn check(
                     "per-tenant secrets need \"routing\": \"tenant_path\"",
                 );
             }
-            if map.len() > MAX_TENANTS {
-                d.push(
-                    scope,
-                    format!("secrets: at most {MAX_TENANTS} tenants, got {}", map.len()),
-                );
+            if let Err(e) = within("secrets: tenants", MAX_TENANTS, map.len()) {
+                d.push(scope, e);
             }
             let mut per = Vec::new();
             for (t, list) in map.iter().take(MAX_TENANTS) {
@@ -166,14 +163,8 @@ fn secret_list(
     if list.is_empty() {
         d.push(scope, format!("{at} is empty: at least one secret"));
     }
-    if list.len() > MAX_SECRETS {
-        d.push(
-            scope,
-            format!(
-                "{at}: at most {MAX_SECRETS} secrets (each is tried on every request), got {}",
-                list.len()
-            ),
-        );
+    if let Err(e) = within(at, MAX_SECRETS, list.len()) {
+        d.push(scope, e);
     }
     let mut out = Vec::new();
     for (i, s) in list.iter().enumerate().take(MAX_SECRETS) {
@@ -293,17 +284,12 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
     };
     let signed = match field(c, "signed") {
         None => Some(Vec::new()),
-        Some(Value::String(t)) if t.len() > MAX_TEMPLATE_BYTES => {
-            d.push(
-                scope,
-                format!(
-                    "scheme signed: at most {MAX_TEMPLATE_BYTES} bytes, got {}",
-                    t.len()
-                ),
-            );
-            None
+        Some(Value::String(t)) => {
+            within("bytes of the signed template", MAX_TEMPLATE_BYTES, t.len())
+                .and_then(|()| verify::template(t))
+                .map_err(|e| d.push(scope, e))
+                .ok()
         }
-        Some(Value::String(t)) => verify::template(t).map_err(|e| d.push(scope, e)).ok(),
         Some(other) => {
             d.push(
                 scope,

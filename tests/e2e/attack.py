@@ -66,10 +66,7 @@ class Http1:
         return self.count()
 
     def count(self):
-        out = {}
-        for v in self.replies.values():
-            out[v] = out.get(v, 0) + 1
-        return out
+        return tally(self.replies.values())
 
     def close(self):
         for s in self.socks:
@@ -157,14 +154,19 @@ class Http2:
         return self.count()
 
     def count(self):
-        out = {}
-        for v in self.status.values():
-            out[v] = out.get(v, 0) + 1
-        return out
+        return tally(self.status.values())
 
     def close(self):
         for s, _ in self.conns:
             s.close()
+
+
+def tally(values):
+    """{value: how many times it occurs}."""
+    out = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
 
 
 def wait_for(cond, timeout, step=0.2):

@@ -169,3 +169,45 @@ def test_a_failed_vm_comes_back_under_fail_reload_only(policy):
             assert 200 not in seen and set(seen) == {503}, seen
     finally:
         e.stop()
+
+
+def test_slow_forged_uploads_cannot_grow_envoy_past_the_budget():
+    """A verified source with header keys: the filter keeps only the HMAC's
+    state, but Envoy buffers each body while the filter holds the request.
+    200 uploads of 1 MiB with a well-formed forged signature send 512 KiB
+    each and stall: Envoy's buffered bytes are charged to the budget, so
+    Envoy grows by about the budget (16 MiB), not by the 100 MiB sent."""
+    attack.raise_fd_limit()
+    held = 16 << 20
+    cfg = {"max_json_bytes": 1 << 20, "max_held_bytes": held, "max_hold_ms": 5000, "sources": [
+        {"id": "github", "dedupe": "github", "verify": {"scheme": "github", "secrets": [{"env": "GH_SECRET"}]}}]}
+    up = upstream.start()
+    port = proxy.free_port()
+    e = proxy.Envoy(proxy.bootstrap({"gh": (port, cfg)}, up.server_address[1], proxy.free_port(),
+                                    env={"GH_SECRET": "s"}))
+    uploads = None
+    try:
+        for i in range(20):  # warm the worker up: the baseline after it
+            proxy.request(port, "GET", "/warm")
+        before = e.rss_kib()
+        forged = [("x-hub-signature-256", "sha256=" + "0" * 64), ("x-github-delivery", "forged")]
+        uploads = attack.Http1(port, 200, "/webhooks/github", declared=1 << 20, sent=0, extra=forged)
+        chunk = b"x" * 65536
+        for _ in range(8):
+            for s in uploads.socks:
+                try:
+                    s.send(chunk)
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        time.sleep(1.0)
+        grown = (e.rss_kib() - before) / 1024
+        answers = uploads.poll()
+        print(f"200 slow forged uploads of 512 KiB: Envoy +{grown:.0f} MiB, answered {answers}")
+        assert answers.get("503", 0) >= 150, answers
+        assert grown < 2 * held / (1 << 20) + 16, f"Envoy grew {grown:.0f} MiB"
+        assert not up.records, "a forged upload reached the upstream"
+    finally:
+        if uploads:
+            uploads.close()
+        e.stop()
