@@ -1,7 +1,7 @@
 //! The proxy-wasm ABI (0.2.1), and nothing else: the imports hookstamp
 //! calls, wrapped so that every status is a `HostResult` (`Proxy`, the
-//! `Host` of a real proxy), and the exports Envoy calls, each handed to the
-//! host-free lifecycle (`lifecycle::Vm`).
+//! `Host` of a real proxy), and the exports Envoy calls, each a shim over
+//! `dispatch`, which the tests run natively.
 //!
 //! hookstamp implements the ABI itself rather than through the proxy-wasm
 //! SDK: the SDK's helpers end in `panic!` on an unexpected status (a panic
@@ -11,11 +11,10 @@
 //! hookstamp implements, so the module cargo builds is the module Envoy
 //! runs: no export is renamed or removed after the link.
 
+use crate::dispatch::Dispatch;
 use crate::host::{Host, HostError, HostResult, Level, MetricKind};
-use crate::lifecycle::{DataStatus, HeadersStatus, Vm};
 use crate::pairs;
 use crate::reply::Reply;
-use std::cell::RefCell;
 
 mod abi {
     #[link(wasm_import_module = "env")]
@@ -239,30 +238,7 @@ fn log(level: Level, message: &str) {
 }
 
 thread_local! {
-    static VM: RefCell<Vm> = RefCell::new(Vm::default());
-    /// Deletes that arrived while the VM was busy (never seen from Envoy,
-    /// which defers its calls past the current one; kept for any host).
-    static DEFERRED: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` on the VM state; `or` when the state is in use (a host that
-/// calls back into the module from inside a host call).
-fn with_vm<T>(or: T, f: impl FnOnce(&mut Vm, &mut Proxy) -> T) -> T {
-    VM.with(|vm| match vm.try_borrow_mut() {
-        Ok(mut vm) => {
-            for c in DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut())) {
-                vm.on_delete(c);
-            }
-            f(&mut vm, &mut Proxy)
-        }
-        Err(_) => {
-            log(
-                Level::Critical,
-                "hookstamp: a callback arrived inside another",
-            );
-            or
-        }
-    })
+    static DISPATCH: Dispatch = Dispatch::default();
 }
 
 // The exports: the ABI's callbacks hookstamp implements, and nothing else.
@@ -306,21 +282,17 @@ pub extern "C" fn proxy_on_vm_start(_root: u32, _size: usize) -> u32 {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_context_create(context: u32, parent: u32) {
-    with_vm((), |vm, _| vm.on_context_create(context, parent));
+    DISPATCH.with(|d| d.context_create(&mut Proxy, context, parent));
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_configure(root: u32, _size: usize) -> u32 {
-    u32::from(with_vm(false, |vm, host| vm.on_configure(host, root)))
+    DISPATCH.with(|d| d.configure(&mut Proxy, root))
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, end: u32) -> u32 {
-    // Fail closed: a request the filter cannot look at is held, not passed.
-    let status = with_vm(HeadersStatus::StopIteration, |vm, host| {
-        vm.on_request_headers(host, context, end != 0)
-    });
-    status as u32
+    DISPATCH.with(|d| d.request_headers(&mut Proxy, context, end))
 }
 
 /// With StopIterationAndBuffer, Envoy adds each new chunk to its buffer
@@ -329,29 +301,20 @@ pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, end: u
 /// control and hands the filter only the new one (see `lifecycle`).
 #[no_mangle]
 pub extern "C" fn proxy_on_request_body(context: u32, size: usize, end: u32) -> u32 {
-    let status = with_vm(DataStatus::StopNoBuffer, |vm, host| {
-        vm.on_request_body(host, context, size, end != 0)
-    });
-    status as u32
+    DISPATCH.with(|d| d.request_body(&mut Proxy, context, size, end))
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_request_trailers(context: u32, _trailers: usize) -> u32 {
-    let status = with_vm(HeadersStatus::StopIteration, |vm, host| {
-        vm.on_request_trailers(host, context)
-    });
-    status as u32
+    DISPATCH.with(|d| d.request_trailers(&mut Proxy, context))
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_tick(root: u32) {
-    with_vm((), |vm, host| vm.on_tick(host, root));
+    DISPATCH.with(|d| d.tick(&mut Proxy, root));
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_delete(context: u32) {
-    VM.with(|vm| match vm.try_borrow_mut() {
-        Ok(mut vm) => vm.on_delete(context),
-        Err(_) => DEFERRED.with(|d| d.borrow_mut().push(context)),
-    });
+    DISPATCH.with(|d| d.delete(context));
 }

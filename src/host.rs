@@ -1,7 +1,9 @@
-//! What the filter asks of the proxy, behind a trait: the proxy-wasm ABI
-//! implements it in `filter` (the only code that touches the ABI), and
-//! `mock::MockHost` implements it natively, so the whole request lifecycle
-//! (`lifecycle`) is tested without a proxy.
+//! What the filter asks of the proxy, behind a trait, and what its
+//! callbacks answer: the proxy-wasm ABI implements the trait in `filter`
+//! (the only code that touches the ABI), and the tests' mock host
+//! (tests/common/mock.rs) implements it natively, so the whole request
+//! lifecycle (`lifecycle`) and the exports' dispatch (`dispatch`) are
+//! tested without a proxy.
 
 use crate::reply::Reply;
 use std::fmt;
@@ -35,6 +37,26 @@ pub enum Level {
     Warn = 3,
     Error = 4,
     Critical = 5,
+}
+
+/// What the headers callback answers (the ABI's FilterHeadersStatus).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadersStatus {
+    Continue = 0,
+    /// Hold the headers (allow_on_headers_stop_iteration), or a local reply
+    /// was sent.
+    StopIteration = 1,
+}
+
+/// What the body callback answers (the ABI's FilterDataStatus).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataStatus {
+    Continue = 0,
+    /// Envoy keeps the chunk and applies flow control past its buffer
+    /// limit, instead of answering 413 as it does for StopIterationAndBuffer.
+    StopAndWatermark = 2,
+    /// A local reply was sent: nothing more to keep.
+    StopNoBuffer = 3,
 }
 
 /// The proxy, as the filter uses it. Every call that can fail returns a

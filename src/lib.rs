@@ -8,22 +8,23 @@ pub mod affinity;
 pub mod budget;
 pub mod config;
 pub mod dedupe;
+pub mod dispatch;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod explain;
 pub mod host;
+pub mod ids;
 pub mod json;
 pub mod key;
 pub mod lanes;
 pub mod lifecycle;
 pub mod metrics;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod mock;
 pub mod pairs;
 pub mod path;
 pub mod reply;
 pub mod resolve;
 pub mod route;
 pub mod stamps;
+pub mod strip;
 pub mod verify;
 
 #[cfg(target_arch = "wasm32")]

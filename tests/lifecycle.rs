@@ -4,9 +4,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hookstamp::host::Level;
-use hookstamp::lifecycle::{DataStatus, HeadersStatus, Vm};
-use hookstamp::mock::MockHost;
+use hookstamp::host::{DataStatus, HeadersStatus};
+use hookstamp::lifecycle::Vm;
+#[path = "common/mock.rs"]
+mod mock;
+
 use hookstamp::reply;
+use mock::{Call, MockHost};
 
 const ROOT: u32 = 1;
 
@@ -106,7 +110,7 @@ fn header_source_is_stamped_at_the_headers_and_spoofs_are_stripped() {
         host.metric("hookstamp_requests_stamped_total.source=github;"),
         1
     );
-    assert_eq!(vm.waiting(), 0);
+    assert_eq!(vm.held_requests(), 0);
 }
 
 #[test]
@@ -142,7 +146,7 @@ fn body_source_waits_for_its_body_in_chunks() {
             stamp(&host, "x-hookstamp-lane-1-key").as_deref(),
             Some("e-7")
         );
-        assert_eq!((vm.waiting(), vm.held()), (0, 0));
+        assert_eq!((vm.held_requests(), vm.held_bytes()), (0, 0));
         assert!(host.replies.is_empty());
     }
 }
@@ -246,7 +250,7 @@ fn declared_body_over_the_limit_is_stamped_at_the_headers_without_json_keys() {
         host.metric("hookstamp_body_over_limit_total.source=stripe;"),
         1
     );
-    assert_eq!(vm.waiting(), 0);
+    assert_eq!(vm.held_requests(), 0);
 }
 
 #[test]
@@ -270,7 +274,7 @@ fn chunked_body_crossing_the_limit_goes_on_whole_without_json_keys() {
         host.metric("hookstamp_body_over_limit_total.source=stripe;"),
         1
     );
-    assert_eq!((vm.waiting(), vm.held()), (0, 0));
+    assert_eq!((vm.held_requests(), vm.held_bytes()), (0, 0));
     // Later chunks of that request pass untouched.
     assert_eq!(
         chunk(&mut vm, &mut host, 2, b"x", true),
@@ -298,7 +302,7 @@ fn a_full_budget_answers_503_never_keyless() {
         "a busy request is never forwarded keyless"
     );
     assert_eq!(host.metric("hookstamp_busy_total.source=stripe;"), 1);
-    assert!(vm.held() <= 6000);
+    assert!(vm.held_bytes() <= 6000);
     // A held request that ends gives its bytes back: the next one fits.
     vm.on_delete(2);
     host.replies.clear();
@@ -321,7 +325,7 @@ fn growth_is_charged_with_its_peak() {
         DataStatus::StopAndWatermark
     );
     // Envoy's 400 bytes and the filter's copy of them.
-    let after_one = vm.held();
+    let after_one = vm.held_bytes();
     assert!(after_one >= 800, "{after_one}");
     // Another request holding 2 × 700 bytes leaves too little for the
     // first to regrow from 400 to 800 bytes while a 400-byte chunk is
@@ -337,7 +341,7 @@ fn growth_is_charged_with_its_peak() {
         DataStatus::StopNoBuffer
     );
     assert_eq!(replied(&host), vec![503]);
-    assert!(vm.held() <= 4000);
+    assert!(vm.held_bytes() <= 4000);
 }
 
 #[test]
@@ -352,7 +356,7 @@ fn a_late_body_is_answered_408_on_the_tick_and_its_bytes_return() {
         false,
     );
     chunk(&mut vm, &mut host, 2, b"{", false);
-    assert!(vm.held() > 0);
+    assert!(vm.held_bytes() > 0);
     host.now_ms += 2000;
     vm.on_tick(&mut host, ROOT);
     assert!(host.replies.is_empty(), "not late until past max_hold_ms");
@@ -364,7 +368,7 @@ fn a_late_body_is_answered_408_on_the_tick_and_its_bytes_return() {
         host.context, ROOT,
         "the root is current again after the tick"
     );
-    assert_eq!((vm.waiting(), vm.held()), (0, 0));
+    assert_eq!((vm.held_requests(), vm.held_bytes()), (0, 0));
     assert_eq!(
         host.metric("hookstamp_body_timeout_total.source=stripe;"),
         1
@@ -468,7 +472,7 @@ fn a_stalled_upload_flood_cannot_take_a_legitimate_hooks_keys() {
     // provider's retry is stamped.
     host.now_ms += 2001;
     vm.on_tick(&mut host, ROOT);
-    assert_eq!(vm.held(), 0);
+    assert_eq!(vm.held_bytes(), 0);
     assert!(host.replies.iter().filter(|(_, r)| r.status == 408).count() >= 5);
     host.replies.clear();
     start(
@@ -493,18 +497,18 @@ fn a_reset_mid_body_gives_everything_back() {
     let (mut vm, mut host) = boot(CONFIG);
     start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
     chunk(&mut vm, &mut host, 2, &EVENT[..10], false);
-    assert!(vm.held() > 0);
+    assert!(vm.held_bytes() > 0);
     vm.on_delete(2);
-    assert_eq!((vm.waiting(), vm.held()), (0, 0));
+    assert_eq!((vm.held_requests(), vm.held_bytes()), (0, 0));
 }
 
 #[test]
 fn every_failing_host_call_is_a_500_never_a_panic_or_a_pass() {
     for call in [
-        "proxy_get_header_map_pairs",
-        "proxy_remove_header_map_value",
-        "proxy_add_header_map_value",
-        "proxy_get_buffer_bytes",
+        Call::RequestHeaders,
+        Call::RemoveRequestHeader,
+        Call::AddRequestHeader,
+        Call::RequestBody,
     ] {
         for (path, body) in [("/webhooks/github", false), ("/webhooks/stripe", true)] {
             let (mut vm, mut host) = boot(CONFIG);
@@ -522,16 +526,15 @@ fn every_failing_host_call_is_a_500_never_a_panic_or_a_pass() {
                 .iter()
                 .any(|(n, v)| n == "x-hookstamp-source" && v != "evil");
             assert!(
-                replied(&host) == vec![500]
-                    || (stamped && call == "proxy_get_buffer_bytes" && !body),
-                "{call} {path}: {:?}",
+                replied(&host) == vec![500] || (stamped && call == Call::RequestBody && !body),
+                "{call:?} {path}: {:?}",
                 host.replies
             );
             if !replied(&host).is_empty() {
                 assert!(host
                     .log
                     .iter()
-                    .any(|(l, m)| *l == Level::Error && m.contains(call)));
+                    .any(|(l, m)| *l == Level::Error && m.contains("failed with status 2")));
             }
         }
     }
@@ -540,7 +543,7 @@ fn every_failing_host_call_is_a_500_never_a_panic_or_a_pass() {
 #[test]
 fn a_failing_local_reply_is_logged() {
     let (mut vm, mut host) = boot(CONFIG);
-    host.fail = Some("proxy_send_local_response");
+    host.fail = Some(Call::SendReply);
     start(&mut vm, &mut host, 2, &post("/webhooks/nope", &[]), true);
     assert!(host
         .log
@@ -652,14 +655,14 @@ fn a_signature_is_computed_as_the_chunks_pass_without_holding_the_body() {
         start(&mut vm, &mut host, 2, &h, false),
         HeadersStatus::StopIteration
     );
-    let before = vm.held();
+    let before = vm.held_bytes();
     assert_eq!(
         chunk(&mut vm, &mut host, 2, &body[..5], false),
         DataStatus::StopAndWatermark
     );
     // The filter keeps only the check's state, not the body; the five
     // bytes Envoy buffers while the filter holds the request are counted.
-    assert_eq!(vm.held(), before + 5);
+    assert_eq!(vm.held_bytes(), before + 5);
     assert_eq!(
         chunk(&mut vm, &mut host, 2, &body[5..], true),
         DataStatus::Continue
@@ -715,7 +718,7 @@ fn a_missing_signature_is_refused_at_the_headers() {
     );
     assert_eq!(replied(&host), vec![401]);
     assert_eq!(
-        vm.waiting(),
+        vm.held_requests(),
         0,
         "nothing is held for a request already refused"
     );
@@ -857,8 +860,8 @@ fn headers_alone_cannot_claim_the_budget_and_plugins_keep_their_own() {
         );
     }
     assert!(host.replies.is_empty(), "{:?}", host.replies);
-    assert_eq!(vm.waiting(), 1000);
-    assert!(vm.held() < 1000 * 512, "{}", vm.held());
+    assert_eq!(vm.held_requests(), 1000);
+    assert!(vm.held_bytes() < 1000 * 512, "{}", vm.held_bytes());
     // Another plugin in the same VM has its budget to itself.
     host.config = br#"{"max_json_bytes": 1000, "max_held_bytes": 4000, "sources": [{"id": "s", "dedupe": "stripe"}]}"#.to_vec();
     vm.on_context_create(5000, 0);
@@ -998,10 +1001,10 @@ fn ten_thousand_deadlines_in_one_tick_are_answered_a_bounded_number_at_a_time() 
         );
     }
     assert!(host.replies.is_empty());
-    assert_eq!(vm.waiting(), 10_000);
+    assert_eq!(vm.held_requests(), 10_000);
     host.now_ms += 2001;
     let mut ticks = 0;
-    while vm.waiting() > 0 {
+    while vm.held_requests() > 0 {
         let before = host.replies.len();
         vm.on_tick(&mut host, ROOT);
         let sent = host.replies.len() - before;
@@ -1022,7 +1025,7 @@ fn ten_thousand_deadlines_in_one_tick_are_answered_a_bounded_number_at_a_time() 
     // The earliest deadline first, each request answered once.
     let order: Vec<u32> = host.replies.iter().map(|(c, _)| *c).collect();
     assert_eq!(order, (2..10_002).collect::<Vec<u32>>());
-    assert_eq!(vm.held(), 0);
+    assert_eq!(vm.held_bytes(), 0);
     assert_eq!(
         host.metric("hookstamp_body_timeout_total.source=stripe;"),
         10_000
@@ -1061,7 +1064,7 @@ fn a_budget_full_of_slow_bodies_makes_room_for_a_delivery() {
         "the largest first"
     );
     assert!(host.replies.iter().all(|(_, r)| *r == reply::SLOW_BODY));
-    assert!(vm.held() <= hookstamp::budget::trim_to(8000));
+    assert!(vm.held_bytes() <= hookstamp::budget::trim_to(8000));
     assert_eq!(
         host.metric("hookstamp_body_too_slow_total.source=stripe;"),
         evicted.len() as i64
@@ -1101,7 +1104,7 @@ fn the_tick_answers_a_bounded_number_of_slow_bodies() {
     assert!(small.len() > 100, "{}", small.len());
     host.now_ms += 600;
     let mut ticks = 0;
-    while vm.held() > hookstamp::budget::trim_to(64000) {
+    while vm.held_bytes() > hookstamp::budget::trim_to(64000) {
         let before = host.replies.len();
         vm.on_tick(&mut host, ROOT);
         assert!(host.replies.len() - before <= hookstamp::budget::MAX_REPLIES_PER_CALL);
@@ -1131,12 +1134,12 @@ fn envoys_buffered_bytes_of_a_verified_body_are_counted() {
         ],
     );
     start(&mut vm, &mut host, 2, &h, false);
-    let before = vm.held();
+    let before = vm.held_bytes();
     for _ in 0..10 {
         assert_eq!(
             chunk(&mut vm, &mut host, 2, &[b'a'; 100], false),
             DataStatus::StopAndWatermark
         );
     }
-    assert_eq!(vm.held(), before + 1000);
+    assert_eq!(vm.held_bytes(), before + 1000);
 }

@@ -9,60 +9,21 @@
 
 use crate::budget::{self, Pool, EVICTION_SCAN, MAX_REPLIES_PER_CALL, TICK_MS};
 use crate::config::{self, Config};
-use crate::host::{Host, HostError, Level};
+use crate::host::{DataStatus, HeadersStatus, Host, HostError, Level};
+use crate::ids::ById;
 use crate::metrics::{bump, Metrics};
 use crate::pairs;
 use crate::reply::{self, Reply};
 use crate::resolve::{self, Body, Verdict};
 use crate::route::{self, Route};
-use crate::stamps;
-use crate::verify::{self, OnFailure, Reason};
+use crate::strip::{self, strip};
+use crate::verify::{OnFailure, Reason};
 use std::cell::Cell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
-/// Context ids are small integers the host hands out, not attacker input:
-/// a multiplicative hash is enough, and a fraction of SipHash's cost on
-/// every request's create, lookups and delete.
-#[derive(Default)]
-struct IdHasher(u64);
+mod held;
 
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type ById<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
-
-/// What the headers callback answers (the ABI's FilterHeadersStatus).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeadersStatus {
-    Continue = 0,
-    /// Hold the headers (allow_on_headers_stop_iteration), or a local reply
-    /// was sent.
-    StopIteration = 1,
-}
-
-/// What the body callback answers (the ABI's FilterDataStatus).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DataStatus {
-    Continue = 0,
-    /// Envoy keeps the chunk and applies flow control past its buffer
-    /// limit, instead of answering 413 as it does for StopIterationAndBuffer.
-    StopAndWatermark = 2,
-    /// A local reply was sent: nothing more to keep.
-    StopNoBuffer = 3,
-}
+use held::{Check, Held};
 
 /// A configured plugin (one root context): its config and metric ids.
 pub struct Plugin {
@@ -72,90 +33,41 @@ pub struct Plugin {
     hinted: Cell<bool>,
 }
 
-/// A request routed to a body source, waiting for its body. It keeps only
-/// what the stamps need: the header-derived keys were resolved at the
-/// headers, and nothing else of the headers is held.
-struct Waiting {
-    plugin: Rc<Plugin>,
-    /// Its plugin's root context: whose budget it is charged to.
-    root: u32,
-    /// The body length it declared, if any: the buffer never grows past it
-    /// (it reserves nothing: bytes are charged as they arrive).
-    declared: Option<usize>,
-    source: usize,
-    tenant: String,
-    /// The values of the source's key headers (see `resolve::header_keys`).
-    header_keys: Vec<Option<Vec<u8>>>,
-    /// Its signature check, for a source with `verify`.
-    check: Check,
-    spoofed: usize,
-    body: Vec<u8>,
-    /// When its headers came, in wall-clock milliseconds.
-    started_ms: u64,
-    /// When the body must be in.
-    deadline_ms: u64,
-    /// Whether a body callback has come for it: none at all by the
-    /// deadline is what Envoy does without allow_on_headers_stop_iteration.
-    seen_body: bool,
-    /// Body bytes seen so far: Envoy buffers every one of them while the
-    /// filter holds the request (and `body` keeps them for body keys).
-    seen_bytes: usize,
-    /// What this request counts against the budget now: its own state,
-    /// Envoy's buffered bytes and its body's capacity.
-    charged: usize,
-}
-
-/// Where a request's signature check stands.
-enum Check {
-    /// The source does not verify.
-    None,
-    /// Under way: fed each chunk as it passes.
-    Running(verify::Pending),
-    /// Failed already at the headers (flag mode goes on for the JSON keys).
-    Failed(Reason),
-}
-
-impl Waiting {
-    /// The bytes held for this request besides the body's buffer.
-    fn overhead(&self) -> usize {
-        let check = match &self.check {
-            Check::Running(p) => p.size(),
-            _ => 0,
-        };
-        check
-            + std::mem::size_of::<Self>()
-            + budget::PER_REQUEST
-            + self.tenant.len()
-            + self
-                .header_keys
-                .iter()
-                .map(|k| std::mem::size_of::<Option<Vec<u8>>>() + k.as_ref().map_or(0, Vec::len))
-                .sum::<usize>()
-    }
-}
-
-/// Everything one Wasm VM (one Envoy worker) keeps: its plugins, which
-/// plugin each request belongs to, the requests waiting for a body, and
-/// each plugin's pool of them (each against its own max_held_bytes, so
-/// that one listener's uploads cannot fill another's budget).
+/// Everything one Wasm VM (one Envoy worker) keeps: its plugins, its
+/// requests (each with its plugin and where it stands), and each plugin's
+/// pool of held requests (each against its own max_held_bytes, so that one
+/// listener's uploads cannot fill another's budget).
 #[derive(Default)]
 pub struct Vm {
     plugins: ById<Option<Rc<Plugin>>>,
-    /// Request context → its plugin's root context.
-    requests: ById<u32>,
-    waiting: ById<Waiting>,
+    streams: ById<Stream>,
     pools: ById<Pool>,
+}
+
+/// A request context: its plugin's root context, and where it stands.
+struct Stream {
+    root: u32,
+    state: State,
+}
+
+/// Where a request stands.
+enum State {
+    /// Not held: its headers are yet to come, or it was stamped, passed or
+    /// answered, or its body was let go.
+    Open,
+    /// Held for its body, its bytes charged to its plugin's pool.
+    Held(Box<Held>),
 }
 
 impl Vm {
     /// The bytes held now by requests waiting for their body.
-    pub fn held(&self) -> usize {
+    pub fn held_bytes(&self) -> usize {
         self.pools.values().map(Pool::held).sum()
     }
 
-    /// How many requests wait for their body.
-    pub fn waiting(&self) -> usize {
-        self.waiting.len()
+    /// How many requests are held for their body.
+    pub fn held_requests(&self) -> usize {
+        self.pools.values().map(Pool::len).sum()
     }
 
     /// proxy_on_context_create: a root context (parent 0) or a request.
@@ -163,7 +75,13 @@ impl Vm {
         if parent == 0 {
             self.plugins.insert(context, None);
         } else {
-            self.requests.insert(context, parent);
+            self.streams.insert(
+                context,
+                Stream {
+                    root: parent,
+                    state: State::Open,
+                },
+            );
         }
     }
 
@@ -211,8 +129,8 @@ impl Vm {
     }
 
     fn plugin_of(&self, context: u32) -> Option<Rc<Plugin>> {
-        let root = self.requests.get(&context)?;
-        self.plugins.get(root)?.clone()
+        let root = self.streams.get(&context)?.root;
+        self.plugins.get(&root)?.clone()
     }
 
     /// proxy_on_request_headers.
@@ -242,7 +160,7 @@ impl Vm {
         let raw = host.request_headers()?;
         let mut headers = pairs::parse(&raw).ok_or(Failure::Headers)?;
         // Strip first, on every request: a client never chooses its stamps.
-        let spoofed = strip(host, &mut headers, Strip::Headers)?;
+        let spoofed = strip(host, &mut headers, strip::Map::Headers)?;
         let cfg = &plugin.config;
         let m = &plugin.metrics;
         // Bytes that are not UTF-8 stay visible (as U+FFFD): a path is never
@@ -272,7 +190,7 @@ impl Vm {
         // signature checked: a header-only source makes no such host call.
         let now = if src.needs_body() { host.now_ms() } else { 0 };
         let check = match &src.verify {
-            None => Check::None,
+            None => Check::Off,
             Some(v) => {
                 let secrets = v.secrets_for(tenant).ok_or(Failure::NoSource)?;
                 let header = |n: &str| crate::key::first_header(&headers, n);
@@ -282,8 +200,8 @@ impl Vm {
                 }
             }
         };
-        let root = self.requests.get(&context).copied().unwrap_or(0);
-        let mut w = Waiting {
+        let root = self.streams.get(&context).map_or(0, |s| s.root);
+        let mut w = Held {
             plugin: plugin.clone(),
             root,
             declared: None,
@@ -386,7 +304,7 @@ impl Vm {
             .map_err(Failure::Host)
             .and_then(|raw| {
                 let mut trailers = pairs::parse(&raw).ok_or(Failure::Headers)?;
-                strip(host, &mut trailers, Strip::Trailers)
+                Ok(strip(host, &mut trailers, strip::Map::Trailers)?)
             });
         match stripped {
             Ok(n) => {
@@ -459,8 +377,7 @@ impl Vm {
                 break;
             }
             let slow = self
-                .waiting
-                .get(&c)
+                .held_request(c)
                 .is_some_and(|w| now.saturating_sub(w.started_ms) >= cfg.slow_body_ms);
             if slow {
                 out.push(c);
@@ -474,30 +391,45 @@ impl Vm {
     /// held is given back.
     pub fn on_delete(&mut self, context: u32) {
         self.release(context);
-        self.requests.remove(&context);
+        self.streams.remove(&context);
         self.plugins.remove(&context);
     }
 
-    /// Puts a request (back) among the waiting, its bytes counted.
-    fn hold(&mut self, context: u32, mut w: Waiting) {
-        w.charged = w
-            .overhead()
-            .saturating_add(w.seen_bytes)
-            .saturating_add(w.body.capacity());
+    /// The request `context` if it is held.
+    fn held_request(&self, context: u32) -> Option<&Held> {
+        match &self.streams.get(&context)?.state {
+            State::Held(w) => Some(w),
+            State::Open => None,
+        }
+    }
+
+    /// Holds a request (again), its bytes charged to its plugin's pool.
+    fn hold(&mut self, context: u32, mut w: Held) {
+        w.charged = w.charge();
         self.pools
             .entry(w.root)
             .or_default()
             .insert(context, w.deadline_ms, w.charged);
-        self.waiting.insert(context, w);
+        let root = w.root;
+        self.streams
+            .entry(context)
+            .or_insert(Stream {
+                root,
+                state: State::Open,
+            })
+            .state = State::Held(Box::new(w));
     }
 
-    /// Takes a waiting request out, its bytes given back to the budget.
-    fn release(&mut self, context: u32) -> Option<Waiting> {
-        let w = self.waiting.remove(&context)?;
+    /// Lets a held request go, its bytes given back to the budget.
+    fn release(&mut self, context: u32) -> Option<Held> {
+        let stream = self.streams.get_mut(&context)?;
+        let State::Held(w) = std::mem::replace(&mut stream.state, State::Open) else {
+            return None;
+        };
         if let Some(pool) = self.pools.get_mut(&w.root) {
             pool.remove(context, w.deadline_ms, w.charged);
         }
-        Some(w)
+        Some(*w)
     }
 
     /// Whether `need` more bytes fit in `root`'s budget now.
@@ -507,13 +439,13 @@ impl Vm {
             .map_or(need <= limit, |p| p.fits(need, limit))
     }
 
-    fn busy(&mut self, host: &mut impl Host, w: &Waiting) -> HeadersStatus {
+    fn busy(&mut self, host: &mut impl Host, w: &Held) -> HeadersStatus {
         let m = w.plugin.metrics.source(w.source).map(|m| m.busy);
         bump(host, m.flatten(), 1);
         send(host, &reply::BUSY)
     }
 
-    fn timeout(&mut self, host: &mut impl Host, w: &Waiting) -> HeadersStatus {
+    fn timeout(&mut self, host: &mut impl Host, w: &Held) -> HeadersStatus {
         let m = w.plugin.metrics.source(w.source);
         bump(host, m.and_then(|m| m.hold_timeout), 1);
         if !w.seen_body {
@@ -626,40 +558,9 @@ fn text<'h>(headers: &[(&str, &'h [u8])], name: &str) -> &'h str {
         .unwrap_or("")
 }
 
-#[derive(Clone, Copy)]
-enum Strip {
-    Headers,
-    Trailers,
-}
-
-/// Removes every stamp-namespace name from the map (each name once: one
-/// removal takes every value of it) and from `map`; returns how many values
-/// the client had sent.
-fn strip(
-    host: &mut impl Host,
-    map: &mut Vec<(&str, &[u8])>,
-    what: Strip,
-) -> Result<usize, Failure> {
-    let before = map.len();
-    let mut removed: Vec<&str> = Vec::new();
-    for (n, _) in map.iter() {
-        if stamps::is_stamp_header(n) && !removed.contains(n) {
-            match what {
-                Strip::Headers => host.remove_request_header(n)?,
-                Strip::Trailers => host.remove_request_trailer(n)?,
-            }
-            removed.push(n);
-        }
-    }
-    if !removed.is_empty() {
-        map.retain(|(n, _)| !stamps::is_stamp_header(n));
-    }
-    Ok(before - map.len())
-}
-
 /// What became of a request's body.
 enum Kept {
-    /// All of it passed (and is in `Waiting::body` when JSON keys need it);
+    /// All of it passed (and is in `Held::body` when JSON keys need it);
     /// empty when the request had none.
     Whole,
     /// It was over max_json_bytes: never decoded or verified.
@@ -668,7 +569,7 @@ enum Kept {
 
 /// Stamps a request, or answers it when its signature refuses it; the
 /// metrics counted.
-fn finish(host: &mut impl Host, w: Waiting, kept: Kept) -> HeadersStatus {
+fn finish(host: &mut impl Host, w: Held, kept: Kept) -> HeadersStatus {
     let plugin = &w.plugin;
     let Some(src) = plugin.config.sources.get(w.source) else {
         return answer_internal(host, Some(plugin), &Failure::NoSource.to_string());
@@ -678,7 +579,7 @@ fn finish(host: &mut impl Host, w: Waiting, kept: Kept) -> HeadersStatus {
         Kept::TooLarge => Body::TooLarge,
     };
     let result = match (w.check, body) {
-        (Check::None, _) => None,
+        (Check::Off, _) => None,
         (_, Body::TooLarge) => Some(Err(Reason::TooLarge)),
         (Check::Failed(r), _) => Some(Err(r)),
         (Check::Running(p), _) => Some(p.finish()),

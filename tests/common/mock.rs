@@ -1,10 +1,51 @@
 //! A host emulator: the proxy as the lifecycle sees it, in memory, so that
 //! every path of a request (including the ones a real proxy reaches only
-//! with sleeps and stalled sockets) is tested natively.
+//! with sleeps and stalled sockets) is tested natively. Test code only:
+//! included by the tests that need it (`#[path]`), never in the library.
+#![allow(dead_code)]
 
-use crate::host::{Host, HostError, HostResult, Level, MetricKind};
-use crate::pairs;
-use crate::reply::Reply;
+use hookstamp::host::{Host, HostError, HostResult, Level, MetricKind};
+use hookstamp::pairs;
+use hookstamp::reply::Reply;
+
+/// A `Host` method, as a test names the one that fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    PluginConfig,
+    RequestHeaders,
+    RequestTrailers,
+    AddRequestHeader,
+    RemoveRequestHeader,
+    RemoveRequestTrailer,
+    RequestBody,
+    SendReply,
+    SetEffectiveContext,
+    SetTickPeriod,
+    DefineMetric,
+    IncrementMetric,
+    RecordMetric,
+}
+
+impl Call {
+    /// The name a failure is reported by.
+    fn name(self) -> &'static str {
+        match self {
+            Call::PluginConfig => "plugin_config",
+            Call::RequestHeaders => "request_headers",
+            Call::RequestTrailers => "request_trailers",
+            Call::AddRequestHeader => "add_request_header",
+            Call::RemoveRequestHeader => "remove_request_header",
+            Call::RemoveRequestTrailer => "remove_request_trailer",
+            Call::RequestBody => "request_body",
+            Call::SendReply => "send_reply",
+            Call::SetEffectiveContext => "set_effective_context",
+            Call::SetTickPeriod => "set_tick_period_ms",
+            Call::DefineMetric => "define_metric",
+            Call::IncrementMetric => "increment_metric",
+            Call::RecordMetric => "record_metric",
+        }
+    }
+}
 
 /// One emulated proxy: a plugin configuration, the current request, the
 /// metrics and the log.
@@ -26,15 +67,21 @@ pub struct MockHost {
     /// The request current at each header added: a stamp is only ever
     /// added to the request it is for.
     pub added_for: Vec<u32>,
-    /// A host call that fails, by its ABI name: what a failing proxy does.
-    pub fail: Option<&'static str>,
+    /// The host call that fails: what a failing proxy does.
+    pub fail: Option<Call>,
+    /// Runs before every host call, as a host that calls back into the
+    /// module from inside a host call would (the dispatch tests).
+    pub on_call: Option<Box<dyn FnMut(Call)>>,
 }
 
 impl MockHost {
-    fn call(&self, name: &'static str) -> HostResult<()> {
+    fn call(&mut self, call: Call) -> HostResult<()> {
+        if let Some(f) = self.on_call.as_mut() {
+            f(call);
+        }
         match self.fail {
-            Some(f) if f == name => Err(HostError {
-                call: name,
+            Some(f) if f == call => Err(HostError {
+                call: call.name(),
                 status: 2,
             }),
             _ => Ok(()),
@@ -62,7 +109,7 @@ impl MockHost {
     pub fn stamps(&self) -> Vec<(String, String)> {
         self.headers
             .iter()
-            .filter(|(n, _)| crate::stamps::is_stamp_header(n))
+            .filter(|(n, _)| hookstamp::stamps::is_stamp_header(n))
             .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
             .collect()
     }
@@ -78,22 +125,22 @@ fn wire(map: &[(String, Vec<u8>)]) -> Vec<u8> {
 
 impl Host for MockHost {
     fn plugin_config(&mut self) -> HostResult<Vec<u8>> {
-        self.call("proxy_get_buffer_bytes")?;
+        self.call(Call::PluginConfig)?;
         Ok(self.config.clone())
     }
 
     fn request_headers(&mut self) -> HostResult<Vec<u8>> {
-        self.call("proxy_get_header_map_pairs")?;
+        self.call(Call::RequestHeaders)?;
         Ok(wire(&self.headers))
     }
 
     fn request_trailers(&mut self) -> HostResult<Vec<u8>> {
-        self.call("proxy_get_header_map_pairs")?;
+        self.call(Call::RequestTrailers)?;
         Ok(wire(&self.trailers))
     }
 
     fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()> {
-        self.call("proxy_add_header_map_value")?;
+        self.call(Call::AddRequestHeader)?;
         self.added_for.push(self.context);
         self.headers
             .push((name.to_owned(), value.as_bytes().to_vec()));
@@ -101,48 +148,48 @@ impl Host for MockHost {
     }
 
     fn remove_request_header(&mut self, name: &str) -> HostResult<()> {
-        self.call("proxy_remove_header_map_value")?;
+        self.call(Call::RemoveRequestHeader)?;
         self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         Ok(())
     }
 
     fn remove_request_trailer(&mut self, name: &str) -> HostResult<()> {
-        self.call("proxy_remove_header_map_value")?;
+        self.call(Call::RemoveRequestTrailer)?;
         self.trailers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         Ok(())
     }
 
     fn request_body(&mut self, size: usize) -> HostResult<Vec<u8>> {
-        self.call("proxy_get_buffer_bytes")?;
+        self.call(Call::RequestBody)?;
         Ok(self.chunk.iter().copied().take(size).collect())
     }
 
     fn send_reply(&mut self, reply: &Reply) -> HostResult<()> {
-        self.call("proxy_send_local_response")?;
+        self.call(Call::SendReply)?;
         self.replies.push((self.context, *reply));
         Ok(())
     }
 
     fn set_effective_context(&mut self, context: u32) -> HostResult<()> {
-        self.call("proxy_set_effective_context")?;
+        self.call(Call::SetEffectiveContext)?;
         self.context = context;
         Ok(())
     }
 
     fn set_tick_period_ms(&mut self, ms: u32) -> HostResult<()> {
-        self.call("proxy_set_tick_period_milliseconds")?;
+        self.call(Call::SetTickPeriod)?;
         self.tick_ms = Some(ms);
         Ok(())
     }
 
     fn define_metric(&mut self, _kind: MetricKind, name: &str) -> HostResult<u32> {
-        self.call("proxy_define_metric")?;
+        self.call(Call::DefineMetric)?;
         self.metrics.push((name.to_owned(), 0));
         Ok(u32::try_from(self.metrics.len() - 1).unwrap_or(u32::MAX))
     }
 
     fn increment_metric(&mut self, id: u32, by: i64) -> HostResult<()> {
-        self.call("proxy_increment_metric")?;
+        self.call(Call::IncrementMetric)?;
         if let Some((_, v)) = self.metrics.get_mut(id as usize) {
             *v += by;
         }
@@ -150,7 +197,7 @@ impl Host for MockHost {
     }
 
     fn record_metric(&mut self, id: u32, value: u64) -> HostResult<()> {
-        self.call("proxy_record_metric")?;
+        self.call(Call::RecordMetric)?;
         if let Some((_, v)) = self.metrics.get_mut(id as usize) {
             *v = i64::try_from(value).unwrap_or(i64::MAX);
         }

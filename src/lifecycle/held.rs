@@ -1,0 +1,76 @@
+//! A request the filter holds for its body: what it keeps, and what it
+//! is charged. It keeps only what the stamps need: the header-derived keys
+//! were resolved at the headers, and nothing else of the headers is held.
+
+use super::Plugin;
+use crate::budget;
+use crate::verify::{self, Reason};
+use std::rc::Rc;
+
+/// A request routed to a body source, held until its body is in.
+pub struct Held {
+    pub plugin: Rc<Plugin>,
+    /// Its plugin's root context: whose budget it is charged to.
+    pub root: u32,
+    /// The body length it declared, if any: the buffer never grows past it
+    /// (it reserves nothing: bytes are charged as they arrive).
+    pub declared: Option<usize>,
+    pub source: usize,
+    pub tenant: String,
+    /// The values of the source's key headers (see `resolve::header_keys`).
+    pub header_keys: Vec<Option<Vec<u8>>>,
+    /// Its signature check, for a source with `verify`.
+    pub check: Check,
+    pub spoofed: usize,
+    pub body: Vec<u8>,
+    /// When its headers came, in wall-clock milliseconds.
+    pub started_ms: u64,
+    /// When the body must be in.
+    pub deadline_ms: u64,
+    /// Whether a body callback has come for it: none at all by the
+    /// deadline is what Envoy does without allow_on_headers_stop_iteration.
+    pub seen_body: bool,
+    /// Body bytes seen so far: Envoy buffers every one of them while the
+    /// filter holds the request (and `body` keeps them for body keys).
+    pub seen_bytes: usize,
+    /// What this request counts against the budget now: its own state,
+    /// Envoy's buffered bytes and its body's capacity.
+    pub charged: usize,
+}
+
+/// Where a request's signature check stands.
+pub enum Check {
+    /// The source does not verify.
+    Off,
+    /// Under way: fed each chunk as it passes.
+    Running(verify::Pending),
+    /// Failed already at the headers (flag mode goes on for the JSON keys).
+    Failed(Reason),
+}
+
+impl Held {
+    /// The bytes held for this request besides the body's buffer.
+    pub fn overhead(&self) -> usize {
+        let check = match &self.check {
+            Check::Running(p) => p.size(),
+            _ => 0,
+        };
+        check
+            + std::mem::size_of::<Self>()
+            + budget::PER_REQUEST
+            + self.tenant.len()
+            + self
+                .header_keys
+                .iter()
+                .map(|k| std::mem::size_of::<Option<Vec<u8>>>() + k.as_ref().map_or(0, Vec::len))
+                .sum::<usize>()
+    }
+
+    /// What it is charged: its own state, every body byte Envoy buffers
+    /// while the filter holds it, and its body buffer's capacity.
+    pub fn charge(&self) -> usize {
+        self.overhead()
+            .saturating_add(self.seen_bytes)
+            .saturating_add(self.body.capacity())
+    }
+}
