@@ -180,32 +180,18 @@ fn body_line<N: AsRef<str>, V: AsRef<[u8]>>(
             names.join(", ")
         );
     }
-    if crate::json::is_valid(body) {
-        return format!("body: {} bytes, JSON", body.len());
-    }
-    match serde_json::from_slice::<Value>(body) {
-        Err(e) => format!(
-            "body: {} bytes, not valid JSON: {e} (byte {})",
-            body.len(),
-            offset(body, e.line(), e.column())
-        ),
-        Ok(_) => format!(
-            "body: {} bytes, not valid JSON as hookstamp reads it (a byte order mark, a lone surrogate escape or invalid UTF-8)",
+    match crate::json::scan(body, &[]) {
+        Ok(_) => format!("body: {} bytes, JSON", body.len()),
+        Err(e) if e.offset >= body.len() => format!(
+            "body: {} bytes, not valid JSON: it ends before its value does",
             body.len()
         ),
+        Err(e) => format!(
+            "body: {} bytes, not valid JSON: the scan stops at byte {}",
+            body.len(),
+            e.offset
+        ),
     }
-}
-
-/// The byte offset of a 1-based line and column.
-fn offset(body: &[u8], line: usize, column: usize) -> usize {
-    let mut at = 0;
-    for (n, l) in body.split(|&b| b == b'\n').enumerate() {
-        if n + 1 == line {
-            return at + column.saturating_sub(1);
-        }
-        at += l.len() + 1;
-    }
-    at
 }
 
 /// A key expression, as the configuration writes it.

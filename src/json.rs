@@ -19,7 +19,7 @@
 //!
 //! Off-path values are skipped with an explicit stack, so hostile nesting
 //! cannot overflow the (small, fixed) wasm stack. Recursion only follows the
-//! configured paths, whose depth the operator chose.
+//! configured paths: at most `config::bounds::MAX_PATH_SEGMENTS` frames.
 
 use std::borrow::Cow;
 
@@ -47,10 +47,24 @@ pub fn parse_path(text: &str) -> Option<Path> {
     Some(segs)
 }
 
+/// Why a body is not JSON as hookstamp reads it: the byte where the scan
+/// stopped (for bytes that are not UTF-8, the first of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Invalid {
+    pub offset: usize,
+}
+
 /// Finds the scalar at each path. `None` when the body is not valid JSON;
 /// otherwise one slot per path, `None` where the path holds no scalar.
 pub fn extract<'a>(body: &'a [u8], paths: &[Path]) -> Option<Vec<Option<Scalar<'a>>>> {
-    let text = std::str::from_utf8(body).ok()?;
+    scan(body, paths).ok()
+}
+
+/// `extract`, telling where an invalid body stops being JSON.
+pub fn scan<'a>(body: &'a [u8], paths: &[Path]) -> Result<Vec<Option<Scalar<'a>>>, Invalid> {
+    let text = std::str::from_utf8(body).map_err(|e| Invalid {
+        offset: e.valid_up_to(),
+    })?;
     let mut p = Parser {
         s: text,
         b: text.as_bytes(),
@@ -60,17 +74,19 @@ pub fn extract<'a>(body: &'a [u8], paths: &[Path]) -> Option<Vec<Option<Scalar<'
     let mut out: Vec<Option<Scalar<'a>>> = vec![None; paths.len()];
     let all: Vec<usize> = (0..paths.len()).collect();
     p.ws();
-    p.value_on(0, &all, paths, &mut out)?;
-    p.ws();
-    if p.i != p.b.len() {
-        return None;
+    let ok = p.value_on(0, &all, paths, &mut out).is_some() && {
+        p.ws();
+        p.i == p.b.len()
+    };
+    if !ok {
+        return Err(Invalid { offset: p.i });
     }
-    Some(out)
+    Ok(out)
 }
 
 /// Whether the whole body is valid JSON (the same grammar as `extract`).
 pub fn is_valid(body: &[u8]) -> bool {
-    extract(body, &[]).is_some()
+    scan(body, &[]).is_ok()
 }
 
 /// Whether a byte ends a run of plain string bytes.
@@ -537,6 +553,17 @@ mod tests {
                 assert_eq!(ends_run(u64::from_le_bytes(w)), want, "byte {b:#x} at {at}");
             }
         }
+    }
+
+    #[test]
+    fn an_invalid_body_says_where_the_scan_stopped() {
+        let at = |b: &[u8]| scan(b, &[]).err().map(|e| e.offset);
+        assert_eq!(at(br#"{"a":1}"#), None);
+        assert_eq!(at(br#"{"a":1,}"#), Some(7));
+        assert_eq!(at(br#"{"a" 1}"#), Some(5));
+        assert_eq!(at(b"{\"a\":\"\xff\"}"), Some(6));
+        assert_eq!(at(br#"{"a":1} x"#), Some(8));
+        assert_eq!(at(br#"[1,2"#), Some(4));
     }
 
     #[test]

@@ -255,10 +255,15 @@ fn explain_gives_the_reason_for_every_missing_key() {
     );
     let e = run(&[], r#"{"id":"x""#);
     assert!(
-        e.contains("not valid JSON: EOF while parsing an object at line 1 column 9 (byte 8)"),
+        e.contains("body: 9 bytes, not valid JSON: it ends before its value does"),
         "{e}"
     );
     assert!(e.contains("(not_json)"), "{e}");
+    let e = run(&[], r#"{"id":"x",}"#);
+    assert!(
+        e.contains("not valid JSON: the scan stops at byte 10"),
+        "{e}"
+    );
     let e = run(&[], &"x".repeat(401));
     assert!(
         e.contains("over max_json_bytes (400)") && e.contains("(over_limit)"),
