@@ -8,8 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hookstamp::config::{self, Config};
+use hookstamp::decide;
 use hookstamp::json;
-use hookstamp::resolve;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use std::fmt;
@@ -203,7 +203,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn stamp(cfg: &Config, path: &str, headers: &[(&str, &str)], body: &[u8]) {
-    black_box(resolve::handle(cfg, "POST", path, headers, black_box(body)));
+    black_box(decide::handle(cfg, "POST", path, headers, black_box(body)));
 }
 
 fn main() {
@@ -259,14 +259,14 @@ fn main() {
     ] {
         let body = event(size);
         // Same answers, or the comparison means nothing.
-        let r = resolve::handle(
+        let r = decide::handle(
             &stripe,
             "POST",
             "/webhooks/stripe",
             &[] as &[(&str, &str)],
             &body,
         );
-        let json = r.to_json().to_string();
+        let json = hookstamp::wire::outcome(&r).to_string();
         let (id, cus) = baseline(&body);
         let (id, cus) = (id.unwrap(), cus.unwrap());
         assert!(json.contains(&id) && json.contains(&cus));
@@ -312,7 +312,7 @@ fn main() {
         );
     }
     println!(
-        "\nhookstamp ns: route + JSON scan + keys + lane ids + stamp encoding (resolve::handle)."
+        "\nhookstamp ns: route + JSON scan + keys + lane ids + stamp encoding (decide::handle)."
     );
     println!("scan ns: the JSON scan alone (json::extract over the source's paths); `vs walker` is walker / scan.");
     // What the walker does not do, that the scanner must (the contract).

@@ -1,17 +1,18 @@
 //! Why a hook went where it did: the route decision, what became of the
 //! body, the signature, and for the dedupe key and every lane where the key
 //! was looked for, what was found, and what became of it. The native
-//! harness's `hookstamp explain`; it runs the filter's own code for every
-//! decision and only adds words (and, for a body that is not JSON, where
-//! serde_json stops reading it).
+//! harness's `hookstamp explain`: it renders the one decision
+//! (`decide::decide`) in words, adding only descriptions (the form fields a
+//! body has, what a JSON path stops at).
 
 use crate::config::{Config, Source};
+use crate::decide::{self, Body, Outcome};
 use crate::dedupe::MAX_DEDUPE_KEY;
 use crate::key::{self, KeySource, Missing};
 use crate::lanes::MAX_LANE_KEY;
-use crate::resolve::{self, Outcome};
-use crate::route::{self, Route};
+use crate::route::{Route, Target};
 use crate::stamps;
+use crate::verify::Reason;
 use serde_json::Value;
 
 /// The explanation of one request, a line each.
@@ -28,8 +29,8 @@ where
     V: AsRef<[u8]>,
 {
     let mut out = Vec::new();
-    let outcome = resolve::handle_at(cfg, method, path, headers, body, now_s);
-    let (source, tenant) = match route::route(cfg, method, path) {
+    let decision = decide::decide(cfg, method, path, headers, body, now_s);
+    let (src, tenant) = match &decision.route {
         Route::Pass => {
             out.push(format!(
                 "route: {method} {path} passes untouched: {}",
@@ -45,30 +46,29 @@ where
             out.push(format!("route: {method} under the prefix: answered 405 (only POST is stamped; GET and HEAD pass)"));
             return out;
         }
-        Route::Reject => {
+        Route::UnknownSource => {
             out.push(format!(
                 "route: {path} is under the prefix but is not a canonical path to a source: answered 404"
             ));
             return out;
         }
-        Route::Source { source, tenant } => (source, tenant),
-    };
-    let Some(src) = cfg.sources.get(source) else {
-        return out;
+        Route::Source(Target { source, tenant, .. }) => (*source, *tenant),
     };
     out.push(format!(
         "route: {method} {path}: source '{}', tenant '{tenant}'",
         src.id
     ));
-    out.push(body_line(cfg, src, headers, body));
-    if let Outcome::Reply(r) = &outcome {
+    out.push(body_line(cfg, src, headers, body, decision.body));
+    if let Outcome::Reply(r) = &decision.outcome {
         out.push(format!(
-            "signature: refused, answered {} {}",
-            r.status, r.body
+            "signature: {}: refused, answered {} {}",
+            signature_words(decision.signature),
+            r.status,
+            r.body
         ));
         return out;
     }
-    let Outcome::Forward { stamped, .. } = &outcome else {
+    let Outcome::Forward { stamped, .. } = &decision.outcome else {
         return out;
     };
     let stamp = |name: &str| {
@@ -78,13 +78,13 @@ where
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.to_string())
     };
-    if src.verify.is_some() {
-        out.push(match stamp(stamps::VERIFIED).as_deref() {
-            Some("true") => "signature: verified".to_owned(),
-            _ => {
-                "signature: did not verify (flag mode): forwarded without its dedupe key".to_owned()
-            }
-        });
+    match decision.signature {
+        None => {}
+        Some(Ok(())) => out.push("signature: verified".to_owned()),
+        Some(r @ Err(_)) => out.push(format!(
+            "signature: {} (flag mode): forwarded without its dedupe key",
+            signature_words(Some(r))
+        )),
     }
     let json = serde_json::from_slice::<Value>(body).ok();
     let detail = |k: &KeySource, why: Missing| missing_detail(src, k, why, json.as_ref());
@@ -96,7 +96,7 @@ where
                 (Some(v), _) => format!(
                     "dedupe key: {} → {}",
                     describe(src, &d.key),
-                    became(&v, MAX_DEDUPE_KEY)
+                    became(&v, stamped.dedupe_key_hashed, MAX_DEDUPE_KEY)
                 ),
                 (None, Some(why)) => {
                     format!(
@@ -122,7 +122,11 @@ where
                     "lane of sink {}: {} → {}",
                     lane.sink,
                     describe(src, k),
-                    became(&v, MAX_LANE_KEY)
+                    became(
+                        &v,
+                        stamped.lane_keys_hashed.contains(&lane.sink),
+                        MAX_LANE_KEY
+                    )
                 )
             }
             (Some(k), _) => {
@@ -156,11 +160,12 @@ fn body_line<N: AsRef<str>, V: AsRef<[u8]>>(
     src: &Source,
     headers: &[(N, V)],
     body: &[u8],
+    seen: Option<Body<'_>>,
 ) -> String {
     if !src.needs_body() {
         return "body: not read (the source's keys come from headers)".to_owned();
     }
-    if body.len() > cfg.max_json_bytes {
+    if matches!(seen, Some(Body::TooLarge)) {
         return format!(
             "body: {} bytes, over max_json_bytes ({}): never read, JSON keys missing",
             body.len(),
@@ -191,6 +196,15 @@ fn body_line<N: AsRef<str>, V: AsRef<[u8]>>(
             body.len(),
             e.offset
         ),
+    }
+}
+
+/// A signature's result, in words.
+fn signature_words(r: Option<Result<(), Reason>>) -> String {
+    match r {
+        None => "not checked".to_owned(),
+        Some(Ok(())) => "verified".to_owned(),
+        Some(Err(reason)) => format!("did not verify ({})", reason.as_str()),
     }
 }
 
@@ -240,8 +254,8 @@ fn path_text(p: &[String]) -> String {
 }
 
 /// What became of a found key, from its stamped form.
-fn became(stamped: &str, max: usize) -> String {
-    if stamped.starts_with("sha256:") && stamped.len() == 71 {
+fn became(stamped: &str, hashed: bool, max: usize) -> String {
+    if hashed {
         return format!("hashed, as it was over {max} bytes: {stamped}");
     }
     if stamped.contains('%') {

@@ -7,6 +7,7 @@
 pub mod affinity;
 pub mod budget;
 pub mod config;
+pub mod decide;
 pub mod dedupe;
 pub mod dispatch;
 #[cfg(not(target_arch = "wasm32"))]
@@ -21,11 +22,12 @@ pub mod metrics;
 pub mod pairs;
 pub mod path;
 pub mod reply;
-pub mod resolve;
 pub mod route;
 pub mod stamps;
 pub mod strip;
 pub mod verify;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod wire;
 
 #[cfg(target_arch = "wasm32")]
 mod filter;

@@ -3,7 +3,7 @@
 mod found;
 
 use hookstamp::config::{self, Loaded};
-use hookstamp::resolve;
+use hookstamp::decide;
 use lexopt::prelude::*;
 use std::ffi::OsString;
 use std::io::{BufRead, Read, Write};
@@ -200,12 +200,11 @@ impl Request {
     /// The filter's answer at `now` (Unix seconds), as one line of JSON.
     fn answer(&self, cfg: &config::Config, now: Option<u64>) -> String {
         let (m, p, h, b) = (&self.method, &self.path, &self.headers, &self.body);
-        match now {
-            Some(t) => resolve::handle_at(cfg, m, p, h, b, t),
-            None => resolve::handle(cfg, m, p, h, b),
-        }
-        .to_json()
-        .to_string()
+        let outcome = match now {
+            Some(t) => decide::handle_at(cfg, m, p, h, b, t),
+            None => decide::handle(cfg, m, p, h, b),
+        };
+        hookstamp::wire::outcome(&outcome).to_string()
     }
 }
 

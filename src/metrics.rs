@@ -3,9 +3,9 @@
 //! labels; a key is never part of a name.
 
 use crate::config::Config;
+use crate::decide::Stamped;
 use crate::host::{Host, Level, MetricKind};
 use crate::key::Missing;
-use crate::resolve::Stamped;
 use crate::verify::Reason;
 
 /// A metric id; `None` when the host refused to define it (logged once,
@@ -13,7 +13,7 @@ use crate::verify::Reason;
 pub type Id = Option<u32>;
 
 pub struct Metrics {
-    pub rejected: Id,
+    pub unknown_source: Id,
     pub method_not_allowed: Id,
     pub spoofed_unrouted: Id,
     pub spoofed_trailers: Id,
@@ -134,7 +134,7 @@ impl Metrics {
             let _ = host.record_metric(g, 1);
         }
         Metrics {
-            rejected: counter(host, "hookstamp_requests_rejected_total"),
+            unknown_source: counter(host, "hookstamp_requests_rejected_total"),
             method_not_allowed: counter(host, "hookstamp_method_not_allowed_total"),
             spoofed_unrouted: counter(host, "hookstamp_spoofed_headers_stripped_unrouted_total"),
             spoofed_trailers: counter(host, "hookstamp_spoofed_trailers_stripped_total"),

@@ -6,24 +6,51 @@
 //! for segment) names a source; any other spelling of a path under the
 //! prefix is answered 404.
 
-use crate::config::{tenant_ok, Config, DEFAULT_TENANT};
+use crate::config::{tenant_ok, Config, Source, DEFAULT_TENANT};
 use crate::path;
+use crate::reply::{self, Reply};
 
 /// Where a request goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Route<'a> {
     /// Not a webhook of ours (outside the prefix), or a GET or HEAD under
     /// it (an endpoint check, such as Meta's `hub.challenge`): untouched but
     /// for the stamp headers, which are stripped from every request.
     Pass,
     /// Under the prefix but names no source: answered 404 by the filter.
-    Reject,
+    UnknownSource,
     /// Under the prefix with a method other than POST, GET or HEAD (`post`
     /// included): answered 405 by the filter.
     MethodNotAllowed,
-    /// A webhook of source `source` (an index) for `tenant`.
-    /// The tenant is borrowed from the config or the path.
-    Source { source: usize, tenant: &'a str },
+    /// A webhook of a configured source.
+    Source(Target<'a>),
+}
+
+/// A routed webhook: its source (looked up once, here) and tenant.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// The source's place in the configuration (its metrics' index).
+    pub index: usize,
+    pub source: &'a Source,
+    /// Borrowed from the config or the path.
+    pub tenant: &'a str,
+}
+
+impl PartialEq for Target<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index && self.tenant == other.tenant
+    }
+}
+
+impl Route<'_> {
+    /// The filter's own answer, for a route it answers.
+    pub fn answer(&self) -> Option<Reply> {
+        match self {
+            Route::UnknownSource => Some(reply::UNKNOWN_SOURCE),
+            Route::MethodNotAllowed => Some(reply::METHOD_NOT_ALLOWED),
+            Route::Pass | Route::Source(_) => None,
+        }
+    }
 }
 
 /// Routes by method and path (`:path`, query string ignored).
@@ -44,7 +71,7 @@ fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
     let mut segs = path.split('/').filter(|s| !s.is_empty());
     for want in &cfg.prefix {
         if segs.next() != Some(want.as_str()) {
-            return Route::Reject;
+            return Route::UnknownSource;
         }
     }
     let rest: Vec<&str> = segs.collect();
@@ -52,22 +79,27 @@ fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
         // By the path form a source has its own tenant, which a tenant
         // list (or per-tenant secrets) must name.
         [id] => match cfg.find(id) {
-            Some((source, s)) if s.routing.path() && s.accepts(&s.tenant) => Route::Source {
-                source,
+            Some((index, s)) if s.routing.path() && s.accepts(&s.tenant) => Route::Source(Target {
+                index,
+                source: s,
                 tenant: &s.tenant,
-            },
-            _ => Route::Reject,
+            }),
+            _ => Route::UnknownSource,
         },
         [tenant, id] if tenant_ok(tenant) => match cfg.find(id) {
-            Some((source, s))
+            Some((index, s))
                 if s.routing.tenant_path()
                     && (s.tenant == DEFAULT_TENANT || s.tenant == *tenant)
                     && s.accepts(tenant) =>
             {
-                Route::Source { source, tenant }
+                Route::Source(Target {
+                    index,
+                    source: s,
+                    tenant,
+                })
             }
-            _ => Route::Reject,
+            _ => Route::UnknownSource,
         },
-        _ => Route::Reject,
+        _ => Route::UnknownSource,
     }
 }

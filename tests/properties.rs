@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use hookstamp::config;
+use hookstamp::decide::Outcome;
 use hookstamp::json::{self, Scalar};
 use hookstamp::pairs;
-use hookstamp::resolve::Outcome;
 
 #[path = "common/invariants.rs"]
 mod invariants;

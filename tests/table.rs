@@ -3,7 +3,7 @@
 //! replays the same tables through the real filter.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use hookstamp::{config, resolve};
+use hookstamp::{config, decide};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -90,11 +90,10 @@ fn case_table() {
             let method = req.get("method").and_then(Value::as_str).unwrap_or("POST");
             let path = req["path"].as_str().unwrap();
             let body = body_of(req);
-            let got = match now {
-                Some(t) => resolve::handle_at(&loaded.config, method, path, &headers, &body, t),
-                None => resolve::handle(&loaded.config, method, path, &headers, &body),
-            }
-            .to_json();
+            let got = hookstamp::wire::outcome(&match now {
+                Some(t) => decide::handle_at(&loaded.config, method, path, &headers, &body, t),
+                None => decide::handle(&loaded.config, method, path, &headers, &body),
+            });
             if !agrees(&case["expect"], &got) {
                 failures.push(format!(
                     "{} / {}:\n  want {}\n  got  {got}",
@@ -303,5 +302,41 @@ fn bounds_refuse_what_costs_stack_or_time_naming_the_source() {
     assert_eq!(
         found[0],
         Some(hookstamp::json::Scalar::Str("evt_deep".into()))
+    );
+}
+
+#[test]
+fn explain_renders_the_decision_the_signature_and_hashing_included() {
+    let cfg = config::load(
+        r#"{"sources":[{"id":"gh","dedupe":"github","verify":{"scheme":"github","secrets":[{"value":"s"}]}},
+                       {"id":"h","dedupe":{"header":"x-id"}}]}"#,
+    )
+    .unwrap()
+    .config;
+    let run = |path: &str, headers: &[(&str, &str)]| {
+        hookstamp::explain::explain(&cfg, "POST", path, headers, b"{}", 0).join("\n")
+    };
+    let e = run(
+        "/webhooks/gh",
+        &[("x-hub-signature-256", &format!("sha256={}", "0".repeat(64)))],
+    );
+    assert!(
+        e.contains("signature: did not verify (mismatch): refused, answered 401"),
+        "{e}"
+    );
+    let e = run("/webhooks/gh", &[]);
+    assert!(
+        e.contains("signature: did not verify (missing): refused, answered 401"),
+        "{e}"
+    );
+    // A key that looks like a hash but was not hashed, and one that was.
+    let looks = format!("sha256:{}", "a".repeat(64));
+    let e = run("/webhooks/h", &[("x-id", &looks)]);
+    assert!(e.contains(&format!("→ {looks} (as is)")), "{e}");
+    let long = "k".repeat(201);
+    let e = run("/webhooks/h", &[("x-id", &long)]);
+    assert!(
+        e.contains("→ hashed, as it was over 200 bytes: sha256:"),
+        "{e}"
     );
 }

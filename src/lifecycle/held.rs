@@ -17,7 +17,7 @@ pub struct Held {
     pub declared: Option<usize>,
     pub source: usize,
     pub tenant: String,
-    /// The values of the source's key headers (see `resolve::header_keys`).
+    /// The values of the source's key headers (see `decide::header_keys`).
     pub header_keys: Vec<Option<Vec<u8>>>,
     /// Its signature check, for a source with `verify`.
     pub check: Check,

@@ -9,13 +9,13 @@
 
 use crate::budget::{self, Pool, EVICTION_SCAN, MAX_REPLIES_PER_CALL, TICK_MS};
 use crate::config::{self, Config};
+use crate::decide::{self, Body, Verdict};
 use crate::host::{DataStatus, HeadersStatus, Host, HostError, Level};
 use crate::ids::ById;
 use crate::metrics::{bump, Metrics};
 use crate::pairs;
 use crate::reply::{self, Reply};
-use crate::resolve::{self, Body, Verdict};
-use crate::route::{self, Route};
+use crate::route::{self, Route, Target};
 use crate::strip::{self, strip};
 use crate::verify::{OnFailure, Reason};
 use std::cell::Cell;
@@ -167,32 +167,37 @@ impl Vm {
         // read as empty, and so passed, for holding a byte such as 0xFF.
         let method = lossy(&headers, ":method");
         let path = lossy(&headers, ":path");
-        let (source, tenant) = match route::route(cfg, &method, &path) {
-            Route::Pass => {
-                bump(host, m.spoofed_unrouted, spoofed);
-                return Ok(HeadersStatus::Continue);
-            }
-            Route::Reject => {
-                bump(host, m.spoofed_unrouted, spoofed);
-                bump(host, m.rejected, 1);
-                return Ok(send(host, &reply::UNKNOWN_SOURCE));
-            }
-            Route::MethodNotAllowed => {
-                bump(host, m.spoofed_unrouted, spoofed);
-                bump(host, m.method_not_allowed, 1);
-                return Ok(send(host, &reply::METHOD_NOT_ALLOWED));
-            }
-            Route::Source { source, tenant } => (source, tenant),
+        let route = route::route(cfg, &method, &path);
+        let Route::Source(Target {
+            index: source,
+            source: src,
+            tenant,
+        }) = route
+        else {
+            bump(host, m.spoofed_unrouted, spoofed);
+            return Ok(match route.answer() {
+                None => HeadersStatus::Continue,
+                Some(r) => {
+                    let counter = match route {
+                        Route::MethodNotAllowed => m.method_not_allowed,
+                        _ => m.unknown_source,
+                    };
+                    bump(host, counter, 1);
+                    send(host, &r)
+                }
+            });
         };
-        let src = cfg.sources.get(source).ok_or(Failure::NoSource)?;
-        let keys = resolve::header_keys(src, &headers);
+        let keys = decide::header_keys(src, &headers);
         // The clock only where a body is waited for (a deadline) or a
         // signature checked: a header-only source makes no such host call.
         let now = if src.needs_body() { host.now_ms() } else { 0 };
         let check = match &src.verify {
             None => Check::Off,
             Some(v) => {
-                let secrets = v.secrets_for(tenant).ok_or(Failure::NoSource)?;
+                // A tenant the source has no secrets for is never routed to
+                // it (per-tenant secrets are its tenant list); as in
+                // `decide`, no secret verifies.
+                let secrets = v.secrets_for(tenant).unwrap_or_default();
                 let header = |n: &str| crate::key::first_header(&headers, n);
                 match v.start(secrets, header, now / 1000) {
                     Ok(p) => Check::Running(p),
@@ -591,7 +596,7 @@ fn finish(host: &mut impl Host, w: Held, kept: Kept) -> HeadersStatus {
                 Ok(()) => bump(host, m.and_then(|m| m.verified), 1),
                 Err(reason) => bump(host, m.and_then(|m| m.verify_failed(reason)), 1),
             }
-            match resolve::verdict(v.on_failure, r) {
+            match decide::verdict(v.on_failure, r) {
                 Verdict::Refuse(reply) => return send(host, &reply),
                 Verdict::Stamp(ok) => Some(ok),
             }
@@ -599,7 +604,7 @@ fn finish(host: &mut impl Host, w: Held, kept: Kept) -> HeadersStatus {
         _ => None,
     };
     let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
-    let stamped = resolve::stamp(src, &w.tenant, &keys, body, verified);
+    let stamped = decide::stamp(src, &w.tenant, &keys, body, verified);
     for (name, value) in &stamped.headers {
         if let Err(e) = host.add_request_header(name, value) {
             return answer_internal(host, Some(plugin), &e.to_string());

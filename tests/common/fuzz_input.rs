@@ -51,7 +51,7 @@ pub fn check_config(data: &[u8]) {
                 }
                 for path in paths {
                     match route::route(cfg, "POST", &path) {
-                        Route::Source { source, .. } => assert_eq!(source, i),
+                        Route::Source(t) => assert_eq!(t.index, i),
                         other => panic!("{path} routed to {other:?}"),
                     }
                 }

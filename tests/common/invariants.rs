@@ -2,7 +2,7 @@
 //! and the fuzz targets. A violation panics (a fuzz crash).
 
 use hookstamp::config::Config;
-use hookstamp::resolve::{self, Outcome};
+use hookstamp::decide::{self, Outcome};
 use hookstamp::route::{self, Route};
 
 /// Undoes the stamp percent-encoding.
@@ -33,8 +33,8 @@ pub fn check<'a>(
     body: &'a [u8],
 ) -> Outcome<'a> {
     check_route(cfg, method, path);
-    let a = resolve::handle(cfg, method, path, headers, body);
-    let b = resolve::handle(cfg, method, path, headers, body);
+    let a = decide::handle(cfg, method, path, headers, body);
+    let b = decide::handle(cfg, method, path, headers, body);
     assert_eq!(a, b, "the same request must give the same stamps");
     let Outcome::Forward { source, stamped } = &a else {
         return a;

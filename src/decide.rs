@@ -1,4 +1,9 @@
-//! From a routed request to its stamps: the whole per-request rule.
+//! The per-request decision, in one place: a request's route, what became
+//! of its body, its signature's result, and its outcome (passed, answered,
+//! or forwarded with its stamps). The filter decides with these pieces as
+//! the request arrives (`route::route` at the headers, `verdict` and
+//! `stamp` once the body is in); the CLI and `explain` take the whole
+//! `Decision` for a complete request.
 
 use crate::affinity::{self, Affinity};
 use crate::config::{Config, Source};
@@ -7,7 +12,7 @@ use crate::json::{self, Scalar};
 use crate::key::{self, BodyState, Found, KeySource, Missing};
 use crate::lanes::{self, MAX_LANE_KEY};
 use crate::reply::{self, Reply};
-use crate::route::{self, Route};
+use crate::route::{self, Route, Target};
 use crate::stamps;
 use crate::verify::{OnFailure, Reason};
 use std::borrow::Cow;
@@ -46,6 +51,11 @@ pub struct Stamped<'a> {
     pub lane_keys_missing: Vec<(u16, Missing)>,
     /// The source reads the body, and it was over max_json_bytes.
     pub body_too_large: bool,
+    /// The dedupe key was over its limit and is stamped as its hash.
+    pub dedupe_key_hashed: bool,
+    /// The sinks whose lane key was over its limit and is stamped as its
+    /// hash.
+    pub lane_keys_hashed: Vec<u16>,
 }
 
 /// What happens to a request.
@@ -58,6 +68,17 @@ pub enum Outcome<'a> {
         source: usize,
         stamped: Stamped<'a>,
     },
+}
+
+/// A complete request's decision, and why.
+#[derive(Debug, Clone)]
+pub struct Decision<'a> {
+    pub route: Route<'a>,
+    /// The body as the decision saw it (a routed request's).
+    pub body: Option<Body<'a>>,
+    /// A verified source's signature: verified, or why not.
+    pub signature: Option<Result<(), Reason>>,
+    pub outcome: Outcome<'a>,
 }
 
 /// Routes and stamps a complete request, as the native harness sees it,
@@ -92,34 +113,72 @@ where
     N: AsRef<str>,
     V: AsRef<[u8]>,
 {
-    let (source, tenant) = match route::route(cfg, method, path) {
-        Route::Pass => return Outcome::Pass,
-        Route::Reject => return Outcome::Reply(reply::UNKNOWN_SOURCE),
-        Route::MethodNotAllowed => return Outcome::Reply(reply::METHOD_NOT_ALLOWED),
-        Route::Source { source, tenant } => (source, tenant),
-    };
-    let Some(src) = cfg.sources.get(source) else {
-        return Outcome::Reply(reply::UNKNOWN_SOURCE);
-    };
-    let body = Body::of(body, cfg.max_json_bytes);
-    let verified = match &src.verify {
-        None => None,
-        Some(v) => {
-            let secrets = v.secrets_for(tenant).unwrap_or_default();
-            let header = |n: &str| key::first_header(headers, n);
-            let result = match body {
-                Body::TooLarge => Err(Reason::TooLarge),
-                Body::Bytes(b) => v.check(secrets, header, b, now_s),
+    decide(cfg, method, path, headers, body, now_s).outcome
+}
+
+/// The decision for a complete request at `now_s` (Unix seconds).
+pub fn decide<'a, N, V>(
+    cfg: &'a Config,
+    method: &str,
+    path: &'a str,
+    headers: &'a [(N, V)],
+    body: &'a [u8],
+    now_s: u64,
+) -> Decision<'a>
+where
+    N: AsRef<str>,
+    V: AsRef<[u8]>,
+{
+    let route = route::route(cfg, method, path);
+    let target = match &route {
+        Route::Source(t) => *t,
+        other => {
+            let outcome = other.answer().map_or(Outcome::Pass, Outcome::Reply);
+            return Decision {
+                route,
+                body: None,
+                signature: None,
+                outcome,
             };
-            match verdict(v.on_failure, result) {
-                Verdict::Refuse(r) => return Outcome::Reply(r),
-                Verdict::Stamp(ok) => Some(ok),
-            }
         }
     };
-    Outcome::Forward {
-        source,
+    let Target {
+        index,
+        source: src,
+        tenant,
+    } = target;
+    let body = Body::of(body, cfg.max_json_bytes);
+    let signature = src.verify.as_ref().map(|v| {
+        let secrets = v.secrets_for(tenant).unwrap_or_default();
+        let header = |n: &str| key::first_header(headers, n);
+        match body {
+            Body::TooLarge => Err(Reason::TooLarge),
+            Body::Bytes(b) => v.check(secrets, header, b, now_s),
+        }
+    });
+    let verified = match (&src.verify, signature) {
+        (Some(v), Some(result)) => match verdict(v.on_failure, result) {
+            Verdict::Refuse(r) => {
+                return Decision {
+                    route,
+                    body: Some(body),
+                    signature,
+                    outcome: Outcome::Reply(r),
+                }
+            }
+            Verdict::Stamp(ok) => Some(ok),
+        },
+        _ => None,
+    };
+    let outcome = Outcome::Forward {
+        source: index,
         stamped: stamp(src, tenant, &header_keys(src, headers), body, verified),
+    };
+    Decision {
+        route,
+        body: Some(body),
+        signature,
+        outcome,
     }
 }
 
@@ -199,6 +258,7 @@ pub fn stamp<'a>(
     if let Some(d) = src.dedupe.as_ref().filter(|_| verified != Some(false)) {
         match lookup(&d.key) {
             Some(raw) => {
+                out.dedupe_key_hashed = raw.len() > MAX_DEDUPE_KEY;
                 let k = key::cap(raw, MAX_DEDUPE_KEY);
                 let idem = idempotency_key(tenant, &src.id, &k);
                 h.push((stamps::DEDUPE_KEY, stamps::encode_key(&k)));
@@ -211,11 +271,12 @@ pub fn stamp<'a>(
     }
     let mut affinity: Option<Cow<'a, str>> = None;
     for lane in &src.lanes {
-        let k = lane
-            .key
-            .as_ref()
-            .and_then(lookup)
-            .map(|raw| key::cap(raw, MAX_LANE_KEY));
+        let k = lane.key.as_ref().and_then(lookup).map(|raw| {
+            if raw.len() > MAX_LANE_KEY {
+                out.lane_keys_hashed.push(lane.sink);
+            }
+            key::cap(raw, MAX_LANE_KEY)
+        });
         let [id_name, key_name, group_name] = &lane.names;
         let node_local = src.affinity == Some(Affinity::Lane(lane.sink));
         match k {
@@ -326,26 +387,5 @@ fn idempotency_key<'a>(tenant: &str, source_id: &str, key: &[u8]) -> Cow<'a, str
     match String::from_utf8(raw) {
         Ok(s) => Cow::Owned(stamps::encode_string(s)),
         Err(e) => Cow::Owned(stamps::encode(e.as_bytes()).into_owned()),
-    }
-}
-
-impl Outcome<'_> {
-    /// The harness's JSON form: `{"action":"forward","headers":[[n,v],..]}`,
-    /// `{"action":"reject","status":404}` (any status the filter answers)
-    /// or `{"action":"pass"}`.
-    pub fn to_json(&self) -> serde_json::Value {
-        use serde_json::json;
-        match self {
-            Outcome::Pass => json!({"action": "pass"}),
-            Outcome::Reply(r) => json!({"action": "reject", "status": r.status}),
-            Outcome::Forward { stamped, .. } => {
-                let headers: Vec<[&str; 2]> = stamped
-                    .headers
-                    .iter()
-                    .map(|(n, v)| [*n, v.as_ref()])
-                    .collect();
-                json!({"action": "forward", "headers": headers})
-            }
-        }
     }
 }

@@ -1,0 +1,23 @@
+//! The native harness's JSON form of a decision: what `hookstamp stamp`
+//! and `batch` print, and what the case tables (natively and through
+//! Envoy) compare.
+
+use crate::decide::Outcome;
+use serde_json::{json, Value};
+
+/// `{"action":"forward","headers":[[n,v],..]}`, `{"action":"reject",
+/// "status":404}` (any status the filter answers) or `{"action":"pass"}`.
+pub fn outcome(o: &Outcome) -> Value {
+    match o {
+        Outcome::Pass => json!({"action": "pass"}),
+        Outcome::Reply(r) => json!({"action": "reject", "status": r.status}),
+        Outcome::Forward { stamped, .. } => {
+            let headers: Vec<[&str; 2]> = stamped
+                .headers
+                .iter()
+                .map(|(n, v)| [*n, v.as_ref()])
+                .collect();
+            json!({"action": "forward", "headers": headers})
+        }
+    }
+}
