@@ -1,7 +1,7 @@
 //! Checks a source's `affinity` and resolves its default.
 
-use super::check::Ordered;
 use super::diag::{Diags, Scope};
+use super::reads::Ordered;
 use crate::affinity::Affinity;
 use crate::lanes::Lane;
 use serde_json::Value;

@@ -6,7 +6,8 @@
 use super::bounds::{
     within, MAX_KEY_DEPTH, MAX_KEY_TERMS, MAX_NAME_BYTES, MAX_PATH_SEGMENTS, MAX_SEPARATOR_BYTES,
 };
-use super::check::{key_header, Reads};
+use super::fields::key_header;
+use super::reads::Reads;
 use crate::json::{self, Path};
 use crate::key::KeySource;
 use serde_json::{Map, Value};

@@ -3,10 +3,14 @@
 
 mod affinity;
 pub mod bounds;
-mod check;
 mod diag;
+mod fields;
 mod keys;
+mod reads;
+mod sink;
+mod source;
 pub mod structpb;
+mod top;
 mod verify;
 
 pub use diag::{Diag, Scope};
@@ -230,7 +234,7 @@ fn load_value(
     value: &serde_json::Value,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Loaded, Vec<String>> {
-    let (config, diags, warned) = check::check(value, env);
+    let (config, diags, warned) = top::check(value, env);
     match config {
         Some(config) if diags.is_empty() => {
             let mut warnings: Vec<String> = warned.iter().map(Diag::to_string).collect();

@@ -2,8 +2,8 @@
 //! error or a warning: only the variable it came from, or its place.
 
 use super::bounds::{within, MAX_SECRETS, MAX_TEMPLATE_BYTES, MAX_TENANTS};
-use super::check::{field, key_header, unknown_fields, Env};
 use super::diag::{Diags, Scope};
+use super::fields::{field, key_header, unknown_fields, Env};
 use super::{tenant_ok, Routing};
 use crate::verify::{
     self, Algorithm, Custom, Encoding, OnFailure, Scheme, Secret, Secrets, Verify,

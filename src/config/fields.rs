@@ -1,0 +1,141 @@
+//! Readers of a configuration's fields, shared by every level of the
+//! checker: a field that may be absent, the unknown ones, a choice of
+//! strings, a bounded count, the routing forms, a key header's name, and
+//! the distance behind a "did you mean".
+
+use super::bounds::{within, MAX_NAME_BYTES};
+use super::diag::{Diags, Scope};
+use super::Routing;
+use crate::stamps;
+use serde_json::{Map, Value};
+
+/// The environment secrets are read from.
+pub type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
+
+/// Reports fields of `obj` that are not in `known`.
+pub(super) fn unknown_fields(
+    obj: &Map<String, Value>,
+    known: &[&str],
+    scope: &Scope,
+    d: &mut Diags,
+) {
+    for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+        d.push(
+            scope,
+            format!("unknown field {k:?} (known: {})", known.join(", ")),
+        );
+    }
+}
+
+/// A field that may be absent; `null` counts as absent.
+pub(super) fn field<'v>(obj: &'v Map<String, Value>, name: &str) -> Option<&'v Value> {
+    obj.get(name).filter(|v| !v.is_null())
+}
+
+/// A top-level field that takes one of a few strings; the first is the
+/// default.
+pub(super) fn choice<T: Copy>(
+    obj: &Map<String, Value>,
+    name: &str,
+    options: &[(&str, T)],
+    d: &mut Diags,
+) -> T {
+    let default = options[0].1;
+    let Some(v) = field(obj, name) else {
+        return default;
+    };
+    if let Some(&(_, t)) = options.iter().find(|(o, _)| v.as_str() == Some(*o)) {
+        return t;
+    }
+    let names: Vec<String> = options.iter().map(|(o, _)| format!("{o:?}")).collect();
+    d.push(
+        &Scope::Config,
+        format!("{name} must be {}", names.join(" or ")),
+    );
+    default
+}
+
+/// A positive integer of at most u32::MAX (the wasm32 address space).
+pub(super) fn count(obj: &Map<String, Value>, name: &str, default: u64, d: &mut Diags) -> u64 {
+    let Some(v) = field(obj, name) else {
+        return default;
+    };
+    match v.as_u64() {
+        Some(n) if n > 0 && n <= u64::from(u32::MAX) => n,
+        _ => {
+            d.push(
+                &Scope::Config,
+                format!(
+                    "{name} must be a positive integer of at most {}, got {v}",
+                    u32::MAX
+                ),
+            );
+            default
+        }
+    }
+}
+
+/// `"path"`, `"tenant_path"`, or a list of both.
+pub(super) fn routing_of(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> Option<Routing> {
+    let v = v?;
+    let one = |s: &str| match s {
+        "path" => Some(Routing::Path),
+        "tenant_path" => Some(Routing::TenantPath),
+        _ => None,
+    };
+    let r = match v {
+        Value::String(s) => one(s),
+        Value::Array(list) => {
+            let forms: Option<Vec<Routing>> =
+                list.iter().map(|x| x.as_str().and_then(one)).collect();
+            match forms.as_deref() {
+                Some([r]) => Some(*r),
+                Some(rs) if rs.contains(&Routing::Path) && rs.contains(&Routing::TenantPath) => {
+                    Some(Routing::Both)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    if r.is_none() {
+        d.push(
+            scope,
+            "routing must be \"path\", \"tenant_path\" or [\"path\", \"tenant_path\"]",
+        );
+    }
+    r
+}
+
+/// Checks a header name used as a key source; returns it lowercased.
+pub(super) fn key_header(h: &str) -> Result<String, String> {
+    if h.is_empty() {
+        return Err("header name is empty".into());
+    }
+    within("bytes of a header name", MAX_NAME_BYTES, h.len())?;
+    if !h.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+        return Err(format!("header name {h:?} is not a valid header name"));
+    }
+    if stamps::is_stamp_header(h) {
+        return Err(format!(
+            "header {h:?} is in the stamp namespace, which the filter strips from every request"
+        ));
+    }
+    Ok(h.to_ascii_lowercase())
+}
+
+/// Levenshtein distance, for the suggestion.
+pub(super) fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}

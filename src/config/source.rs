@@ -1,0 +1,305 @@
+//! One source's check: its id, tenant and tenants, routing, store_headers,
+//! dedupe, signature, sinks and affinity.
+
+use super::bounds::{within, MAX_SINKS, MAX_TENANTS};
+use super::diag::{Diags, Scope};
+use super::fields::{field, routing_of, unknown_fields, Env};
+use super::keys::KeyCtx;
+use super::reads::{Ordered, Reads, StoreHeaders};
+use super::sink::{check_sink, SinkCtx};
+use super::{source_id_ok, tenant_ok, Delivery, Routing, Source, DEFAULT_TENANT};
+use crate::dedupe::{self, Dedupe, PresetKey, DEFAULT_TTL_MS};
+use crate::key::KeySource;
+use serde_json::Value;
+
+/// What a source's check needs from the top level.
+pub(super) struct SourceCtx<'e> {
+    pub(super) index: usize,
+    pub(super) delivery: Delivery,
+    pub(super) routing: Routing,
+    /// The top-level `affinity` switch.
+    pub(super) affinity: bool,
+    pub(super) env: Env<'e>,
+}
+
+pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
+    let (i, delivery) = (ctx.index, ctx.delivery);
+    let Some(obj) = v.as_object() else {
+        d.push(&Scope::SourceAt(i), "must be an object");
+        return None;
+    };
+    let id = match obj.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        _ => {
+            d.push(&Scope::SourceAt(i), "id is required and must be a string");
+            format!("#{i}")
+        }
+    };
+    let scope = Scope::Source(id.clone());
+    if obj.get("id").is_some_and(Value::is_string) && !source_id_ok(&id) {
+        d.push(
+            &scope,
+            "id must match [A-Za-z0-9._-]{1,64} and not be \".\" or \"..\"",
+        );
+    }
+    unknown_fields(
+        obj,
+        &[
+            "id",
+            "tenant",
+            "tenants",
+            "dedupe",
+            "verify",
+            "store_headers",
+            "sinks",
+            "affinity",
+            "form_json",
+            "routing",
+        ],
+        &scope,
+        d,
+    );
+    let tenant = match field(obj, "tenant") {
+        None => DEFAULT_TENANT.to_owned(),
+        Some(Value::String(t)) if tenant_ok(t) => t.clone(),
+        Some(t) => {
+            d.push(
+                &scope,
+                format!("tenant must match [A-Za-z0-9_-]{{1,64}}, got {t}"),
+            );
+            DEFAULT_TENANT.to_owned()
+        }
+    };
+    let mut reads = Reads::default();
+    let dedupe = field(obj, "dedupe")
+        .and_then(|v| check_dedupe(v, &Scope::Dedupe(id.clone()), &mut reads, d));
+    let store = check_store_headers(field(obj, "store_headers"), &scope, d);
+    let mut lanes = Vec::new();
+    match field(obj, "sinks") {
+        None => {}
+        Some(Value::Array(sinks)) => {
+            if let Err(e) = within("sinks", MAX_SINKS, sinks.len()) {
+                d.push(&scope, e);
+            }
+            for (index, s) in sinks.iter().enumerate().take(MAX_SINKS) {
+                let ctx = SinkCtx {
+                    id: &id,
+                    index,
+                    delivery,
+                    store: &store,
+                };
+                if let Some(lane) = check_sink(&ctx, s, &mut reads, d) {
+                    lanes.push(lane);
+                }
+            }
+        }
+        Some(_) => d.push(&scope, "sinks must be a list"),
+    }
+    let routing = routing_of(field(obj, "routing"), &scope, d).unwrap_or(ctx.routing);
+    let verify = field(obj, "verify")
+        .and_then(|v| super::verify::check(v, &Scope::Verify(id.clone()), routing, ctx.env, d));
+    let mut tenants = field(obj, "tenants").and_then(|v| check_tenants(v, &scope, routing, d));
+    if let Some(crate::verify::Verify {
+        secrets: crate::verify::Secrets::PerTenant(map),
+        ..
+    }) = &verify
+    {
+        let keyed: Vec<String> = map.iter().map(|(t, _)| t.clone()).collect();
+        if tenants.as_ref().is_some_and(|t| *t != keyed) {
+            d.push(
+                &scope,
+                "tenants and per-tenant verify secrets name different tenants: give one of them",
+            );
+        }
+        tenants = Some(keyed);
+    }
+    let form_json = match field(obj, "form_json") {
+        None => None,
+        Some(Value::String(f)) if !f.is_empty() => Some(f.clone()),
+        Some(other) => {
+            d.push(
+                &scope,
+                format!("form_json must be a form field name, got {other}"),
+            );
+            None
+        }
+    };
+    // A form-encoded body is told from JSON by its content-type.
+    let content_type = (!reads.forms.is_empty() || form_json.is_some())
+        .then(|| match reads.header("content-type".to_owned()) {
+            KeySource::Header(i) => Some(i),
+            _ => None,
+        })
+        .flatten();
+    let ordered = Ordered::of(field(obj, "sinks"));
+    let affinity = super::affinity::check(
+        field(obj, "affinity"),
+        ctx.affinity,
+        &lanes,
+        &ordered,
+        dedupe.is_some(),
+        &scope,
+        d,
+    );
+    Some(Source {
+        id,
+        tenant,
+        dedupe,
+        lanes,
+        paths: reads.paths,
+        headers: reads.headers,
+        forms: reads.forms,
+        form_json,
+        content_type,
+        verify,
+        tenants,
+        affinity,
+        routing,
+    })
+}
+
+/// A tenant allow-list: only on a `tenant_path` route.
+pub(super) fn check_tenants(
+    v: &Value,
+    scope: &Scope,
+    routing: Routing,
+    d: &mut Diags,
+) -> Option<Vec<String>> {
+    if !routing.tenant_path() {
+        d.push(scope, "tenants needs \"routing\": \"tenant_path\"");
+        return None;
+    }
+    let list = match v.as_array() {
+        Some(l) if !l.is_empty() => l,
+        _ => {
+            d.push(
+                scope,
+                format!("tenants must be a non-empty list of tenants, got {v}"),
+            );
+            return None;
+        }
+    };
+    if let Err(e) = within("tenants", MAX_TENANTS, list.len()) {
+        d.push(scope, e);
+        return None;
+    }
+    let mut out = Vec::new();
+    for t in list {
+        match t.as_str() {
+            Some(t) if tenant_ok(t) => out.push(t.to_owned()),
+            _ => d.push(
+                scope,
+                format!("tenants: {t} is not a tenant ([A-Za-z0-9_-]{{1,64}})"),
+            ),
+        }
+    }
+    Some(out)
+}
+
+pub(super) fn check_store_headers(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> StoreHeaders {
+    match v {
+        None => StoreHeaders::All,
+        Some(Value::String(s)) if s == "all" => StoreHeaders::All,
+        Some(Value::String(s)) if s == "none" => StoreHeaders::None,
+        Some(Value::Array(list)) => {
+            let mut names = Vec::new();
+            for h in list {
+                match h.as_str() {
+                    Some(s) if !s.is_empty() => names.push(s.to_ascii_lowercase()),
+                    _ => d.push(
+                        scope,
+                        format!("store_headers entries must be non-empty header names, got {h}"),
+                    ),
+                }
+            }
+            StoreHeaders::Only(names)
+        }
+        Some(other) => {
+            d.push(
+                scope,
+                format!(
+                    "store_headers must be \"all\", \"none\" or a list of header names, got {other}"
+                ),
+            );
+            StoreHeaders::All
+        }
+    }
+}
+
+pub(super) fn check_dedupe(
+    v: &Value,
+    scope: &Scope,
+    reads: &mut Reads,
+    d: &mut Diags,
+) -> Option<Dedupe> {
+    let ctx = KeyCtx {
+        integers: true,
+        header_ok: &|_| Ok(()),
+    };
+    let (key, ttl_ms) = match v {
+        Value::String(p) => (preset(p, reads), DEFAULT_TTL_MS),
+        Value::Object(o) => {
+            let mut ttl_ms = DEFAULT_TTL_MS;
+            if let Some(t) = field(o, "ttl_ms") {
+                match t.as_u64() {
+                    Some(n) if n > 0 => ttl_ms = n,
+                    _ => d.push(scope, format!("ttl_ms must be a positive integer, got {t}")),
+                }
+            }
+            let kinds = ["header", "json", "form", "first", "concat"];
+            let key = match field(o, "preset") {
+                Some(Value::String(_)) if o.keys().any(|k| kinds.contains(&k.as_str())) => {
+                    Err("takes a preset or a key, not both".to_owned())
+                }
+                Some(Value::String(p)) => {
+                    unknown_fields(o, &["preset", "ttl_ms"], scope, d);
+                    preset(p, reads)
+                }
+                Some(other) => Err(format!("preset must be a string, got {other}")),
+                None if o.keys().all(|k| k == "ttl_ms") => {
+                    Err(format!("needs a preset or a key: {}", super::keys::FORMS))
+                }
+                None => {
+                    let mut warned = Vec::new();
+                    let k = super::keys::expr(o, &["ttl_ms"], &ctx, reads, &mut warned);
+                    for w in warned {
+                        d.warn(scope, w);
+                    }
+                    k
+                }
+            };
+            (key, ttl_ms)
+        }
+        _ => (
+            Err("must be a preset name or an object".to_owned()),
+            DEFAULT_TTL_MS,
+        ),
+    };
+    match key {
+        Ok(k) => Some(Dedupe::new(k, ttl_ms)),
+        Err(e) => {
+            d.push(scope, e);
+            None
+        }
+    }
+}
+
+/// A dedupe preset's key.
+pub(super) fn preset(p: &str, reads: &mut Reads) -> Result<KeySource, String> {
+    match dedupe::preset(p) {
+        Some(PresetKey::Headers(hs)) => {
+            let mut alts: Vec<KeySource> =
+                hs.iter().map(|h| reads.header((*h).to_owned())).collect();
+            Ok(if alts.len() == 1 {
+                alts.remove(0)
+            } else {
+                KeySource::First(alts)
+            })
+        }
+        Some(PresetKey::Json(j)) => Ok(reads.path(j.split('.').map(str::to_owned).collect(), true)),
+        None => Err(format!(
+            "unknown preset {p:?} (known: {})",
+            dedupe::preset_names()
+        )),
+    }
+}

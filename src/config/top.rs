@@ -1,0 +1,185 @@
+//! The checker's top level: walks the JSON by hand rather than through
+//! serde derive so that every error is reported (not just the first), each
+//! with its scope (the source, the sink) in a `Diags` collector; then each
+//! source (`source`), its sinks (`sink`), keys (`keys`), signature
+//! (`verify`) and affinity (`affinity`).
+
+use super::bounds::{within, MAX_PREFIX_SEGMENTS, MAX_SOURCES};
+use super::diag::{Diag, Diags, Scope};
+use super::fields::{choice, count, field, routing_of, unknown_fields, Env};
+use super::source::{check_source, SourceCtx};
+use super::{Config, Delivery, Routing};
+use crate::budget::PEAK_FACTOR;
+use crate::path;
+use serde_json::Value;
+use std::collections::HashMap;
+
+pub(super) const DEFAULT_MAX_JSON_BYTES: u64 = 1_048_576;
+
+pub(super) const DEFAULT_MAX_HELD_BYTES: u64 = 64 * 1_048_576;
+
+pub(super) const DEFAULT_MAX_HOLD_MS: u64 = 10_000;
+
+pub(super) const DEFAULT_SLOW_BODY_MS: u64 = 1_000;
+
+pub(super) const TOP_LEVEL: &[&str] = &[
+    "routing",
+    "prefix",
+    "max_json_bytes",
+    "max_held_bytes",
+    "max_hold_ms",
+    "slow_body_ms",
+    "delivery",
+    "affinity",
+    "sources",
+];
+
+/// Checks a parsed configuration: the config when it could be built, every
+/// error found (the config is good only when there are none), and the
+/// warnings.
+pub fn check(v: &Value, env: Env) -> (Option<Config>, Vec<Diag>, Vec<Diag>) {
+    let mut d = Diags::default();
+    let config = check_top(v, env, &mut d);
+    let (errors, warnings) = d.into_parts();
+    (config, errors, warnings)
+}
+
+pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
+    let Some(obj) = v.as_object() else {
+        d.push(&Scope::Config, "must be a JSON object");
+        return None;
+    };
+    unknown_fields(obj, TOP_LEVEL, &Scope::Config, d);
+    let routing = routing_of(field(obj, "routing"), &Scope::Config, d).unwrap_or(Routing::Path);
+    let prefix = match field(obj, "prefix").map(Value::as_str) {
+        None => vec!["webhooks".to_owned()],
+        Some(Some(p)) if prefix_ok(p) => {
+            let segs = segments(p);
+            match within("segments of the prefix", MAX_PREFIX_SEGMENTS, segs.len()) {
+                Ok(()) => segs,
+                Err(e) => {
+                    d.push(&Scope::Config, e);
+                    Vec::new()
+                }
+            }
+        }
+        Some(_) => {
+            d.push(
+                &Scope::Config,
+                "prefix must be \"/\" or \"/\"-separated segments of [A-Za-z0-9._~-], none of them \".\" or \"..\"",
+            );
+            Vec::new()
+        }
+    };
+    let prefix_view = prefix.iter().map(|s| s.to_ascii_lowercase()).collect();
+    let max_json_bytes = count(obj, "max_json_bytes", DEFAULT_MAX_JSON_BYTES, d);
+    let max_held_bytes = count(obj, "max_held_bytes", DEFAULT_MAX_HELD_BYTES, d);
+    if max_held_bytes < PEAK_FACTOR * max_json_bytes {
+        d.push(
+            &Scope::Config,
+            format!(
+                "max_held_bytes ({max_held_bytes}) must be at least {PEAK_FACTOR} × max_json_bytes ({max_json_bytes}): one body's peak while it grows (Envoy's buffer, the filter's old and new buffer, the chunk being copied)"
+            ),
+        );
+    }
+    let max_hold_ms = count(obj, "max_hold_ms", DEFAULT_MAX_HOLD_MS, d);
+    let slow_body_ms = count(
+        obj,
+        "slow_body_ms",
+        DEFAULT_SLOW_BODY_MS.min(max_hold_ms),
+        d,
+    );
+    if slow_body_ms > max_hold_ms {
+        d.push(
+            &Scope::Config,
+            format!("slow_body_ms ({slow_body_ms}) must be at most max_hold_ms ({max_hold_ms})"),
+        );
+    }
+    let delivery = choice(
+        obj,
+        "delivery",
+        &[("queued", Delivery::Queued), ("direct", Delivery::Direct)],
+        d,
+    );
+    let affinity = match field(obj, "affinity") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            d.push(
+                &Scope::Config,
+                format!("affinity must be true or false, got {other}"),
+            );
+            false
+        }
+    };
+    let mut sources = Vec::new();
+    // Each checked source's place in the list, for errors that name two.
+    let mut places = Vec::new();
+    match obj.get("sources").map(Value::as_array) {
+        None => d.push(&Scope::Config, "sources is required"),
+        Some(None) => d.push(&Scope::Config, "sources must be a list"),
+        Some(Some(list)) => {
+            if let Err(e) = within("sources", MAX_SOURCES, list.len()) {
+                d.push(&Scope::Config, e);
+            }
+            for (i, s) in list.iter().enumerate().take(MAX_SOURCES) {
+                let ctx = SourceCtx {
+                    index: i,
+                    delivery,
+                    routing,
+                    affinity,
+                    env,
+                };
+                if let Some(src) = check_source(&ctx, s, d) {
+                    sources.push(src);
+                    places.push(i);
+                }
+            }
+        }
+    }
+    let mut by_id = HashMap::new();
+    for (i, s) in sources.iter().enumerate() {
+        if let Some(first) = by_id.insert(s.id.clone(), i) {
+            let (a, b) = (
+                places.get(first).copied().unwrap_or(first),
+                places.get(i).copied().unwrap_or(i),
+            );
+            d.push(
+                &Scope::Source(s.id.clone()),
+                format!("id is not unique: sources #{a} and #{b} both have it"),
+            );
+            by_id.insert(s.id.clone(), first);
+        }
+    }
+    Some(Config {
+        routing,
+        prefix,
+        prefix_view,
+        max_json_bytes: usize::try_from(max_json_bytes).unwrap_or(usize::MAX),
+        max_held_bytes: usize::try_from(max_held_bytes).unwrap_or(usize::MAX),
+        max_hold_ms,
+        slow_body_ms,
+        delivery,
+        sources,
+        by_id,
+    })
+}
+
+/// A prefix whose canonical spelling is its normalised view, lowercase
+/// aside: one a server cannot read as anything else.
+pub(super) fn prefix_ok(p: &str) -> bool {
+    let segs = segments(p);
+    p.starts_with('/')
+        && p.bytes()
+            .all(|b| b == b'/' || b.is_ascii_alphanumeric() || b"._~-".contains(&b))
+        && segs.iter().all(|s| s != "." && s != "..")
+        && path::view(p).is_some_and(|v| v.len() == segs.len())
+}
+
+/// Splits a path on "/" and drops empty segments.
+pub fn segments(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
