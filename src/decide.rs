@@ -150,7 +150,7 @@ where
     let body = Body::of(body, cfg.max_json_bytes);
     let signature = src.verify.as_ref().map(|v| {
         let secrets = v.secrets_for(tenant).unwrap_or_default();
-        let header = |n: &str| key::first_header(headers, n);
+        let header = |n: &str| crate::pairs::first_header(headers, n);
         match body {
             Body::TooLarge => Err(Reason::TooLarge),
             Body::Bytes(b) => v.check(secrets, header, b, now_s),
@@ -210,7 +210,7 @@ where
 {
     src.headers
         .iter()
-        .map(|h| key::first_header(headers, h))
+        .map(|h| crate::pairs::first_header(headers, h))
         .collect()
 }
 
@@ -328,7 +328,7 @@ type Read<'a> = (Vec<Option<Found<'a>>>, Vec<Option<Vec<u8>>>, BodyState);
 
 fn read_body<'a>(src: &Source, header_keys: &[Option<&'a [u8]>], body: &'a [u8]) -> Read<'a> {
     let content_type = src.content_type.and_then(|i| *header_keys.get(i)?);
-    if !key::is_form(content_type) {
+    if !crate::form::is_form(content_type) {
         return match json::extract(body, &src.paths) {
             Some(json) => (
                 json.into_iter().map(|s| s.map(found)).collect(),
@@ -338,7 +338,7 @@ fn read_body<'a>(src: &Source, header_keys: &[Option<&'a [u8]>], body: &'a [u8])
             None => (Vec::new(), Vec::new(), BodyState::NotJson),
         };
     }
-    let fields = key::form_fields(body);
+    let fields = crate::form::form_fields(body);
     let field = |name: &str| {
         fields
             .iter()

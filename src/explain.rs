@@ -8,7 +8,7 @@
 use crate::config::{Config, Source};
 use crate::decide::{self, Body, Outcome};
 use crate::dedupe::MAX_DEDUPE_KEY;
-use crate::key::{self, KeySource, Missing};
+use crate::key::{KeySource, Missing};
 use crate::lanes::MAX_LANE_KEY;
 use crate::route::{Route, Target};
 use crate::stamps;
@@ -172,10 +172,10 @@ fn body_line<N: AsRef<str>, V: AsRef<[u8]>>(
             cfg.max_json_bytes
         );
     }
-    if key::is_form(key::first_header(headers, "content-type"))
+    if crate::form::is_form(crate::pairs::first_header(headers, "content-type"))
         && (src.form_json.is_some() || !src.forms.is_empty())
     {
-        let names: Vec<String> = key::form_fields(body)
+        let names: Vec<String> = crate::form::form_fields(body)
             .iter()
             .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
             .collect();

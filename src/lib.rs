@@ -12,6 +12,7 @@ pub mod dedupe;
 pub mod dispatch;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod explain;
+pub mod form;
 pub mod host;
 pub mod ids;
 pub mod json;

@@ -60,6 +60,20 @@ pub fn serialise(map: &[(&str, &[u8])]) -> Vec<u8> {
     out
 }
 
+/// The first value of header `name` (lowercase) in arrival order, if any.
+/// Names are compared case-insensitively. (A key header is never in the
+/// stamp namespace: the config refuses it, and the filter strips those.)
+pub fn first_header<'h, N, V>(headers: &'h [(N, V)], name: &str) -> Option<&'h [u8]>
+where
+    N: AsRef<str>,
+    V: AsRef<[u8]>,
+{
+    headers
+        .iter()
+        .find(|(n, _)| n.as_ref().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_ref())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

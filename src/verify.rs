@@ -388,55 +388,6 @@ impl Verify {
     }
 }
 
-/// Decodes a `whsec_` secret as Standard Webhooks' libraries do: the
-/// prefix optional, the base64 padding too; `None` when it is not base64.
-pub fn whsec(value: &str) -> Option<Vec<u8>> {
-    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-    const LENIENT: GeneralPurpose = GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-    );
-    let b64 = value.strip_prefix("whsec_").unwrap_or(value);
-    LENIENT.decode(b64).ok().filter(|k| !k.is_empty())
-}
-
-/// Parses a signed-content template: text with `{timestamp}` and
-/// `{header:NAME}` placeholders, ending in `{body}`.
-pub fn template(t: &str) -> Result<Vec<Part>, String> {
-    let Some(before) = t.strip_suffix("{body}") else {
-        return Err(format!(
-            "signed template {t:?} must end with {{body}} (the body is signed last, as it streams)"
-        ));
-    };
-    let mut parts = Vec::new();
-    let mut rest = before;
-    while let Some(open) = rest.find('{') {
-        if open > 0 {
-            parts.push(Part::Text(rest[..open].to_owned()));
-        }
-        let close = rest[open..]
-            .find('}')
-            .ok_or_else(|| format!("signed template {t:?} has an unclosed {{"))?;
-        let name = &rest[open + 1..open + close];
-        parts.push(match name {
-            "timestamp" => Part::Timestamp,
-            _ => match name.strip_prefix("header:") {
-                Some(h) if !h.is_empty() => Part::Header(h.to_ascii_lowercase()),
-                _ => {
-                    return Err(format!(
-                        "signed template {t:?}: unknown placeholder {{{name}}} (known: {{timestamp}}, {{header:NAME}}, {{body}} at the end)"
-                    ))
-                }
-            },
-        });
-        rest = &rest[open + close + 1..];
-    }
-    if !rest.is_empty() {
-        parts.push(Part::Text(rest.to_owned()));
-    }
-    Ok(parts)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,24 +422,6 @@ mod tests {
         assert_eq!(v.check(&secrets, |_| None, body, 0), Err(Reason::Missing));
         let bad = |n: &str| (n == "x-hub-signature-256").then_some(b"sha1=00".as_slice());
         assert_eq!(v.check(&secrets, bad, body, 0), Err(Reason::Malformed));
-    }
-
-    #[test]
-    fn templates() {
-        assert_eq!(
-            template("v0:{timestamp}:{body}").unwrap(),
-            vec![
-                Part::Text("v0:".into()),
-                Part::Timestamp,
-                Part::Text(":".into())
-            ]
-        );
-        assert_eq!(
-            template("{header:X-Id}.{body}").unwrap(),
-            vec![Part::Header("x-id".into()), Part::Text(".".into())]
-        );
-        assert!(template("{body}.{timestamp}").is_err());
-        assert!(template("{nope}{body}").is_err());
     }
 
     #[test]

@@ -199,7 +199,7 @@ fn secret_list(
             }
         };
         let bytes = if whsec {
-            match verify::whsec(&raw) {
+            match decode_whsec(&raw) {
                 Some(k) => k,
                 None => {
                     d.push(
@@ -286,7 +286,7 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
         None => Some(Vec::new()),
         Some(Value::String(t)) => {
             within("bytes of the signed template", MAX_TEMPLATE_BYTES, t.len())
-                .and_then(|()| verify::template(t))
+                .and_then(|()| template(t))
                 .map_err(|e| d.push(scope, e))
                 .ok()
         }
@@ -315,4 +315,78 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
         timestamp_header,
         signed: signed?,
     })
+}
+
+/// Decodes a `whsec_` secret as Standard Webhooks' libraries do: the
+/// prefix optional, the base64 padding too; `None` when it is not base64.
+fn decode_whsec(value: &str) -> Option<Vec<u8>> {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine;
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let b64 = value.strip_prefix("whsec_").unwrap_or(value);
+    LENIENT.decode(b64).ok().filter(|k| !k.is_empty())
+}
+
+/// Parses a signed-content template: text with `{timestamp}` and
+/// `{header:NAME}` placeholders, ending in `{body}`.
+fn template(t: &str) -> Result<Vec<verify::Part>, String> {
+    let Some(before) = t.strip_suffix("{body}") else {
+        return Err(format!(
+            "signed template {t:?} must end with {{body}} (the body is signed last, as it streams)"
+        ));
+    };
+    let mut parts = Vec::new();
+    let mut rest = before;
+    while let Some(open) = rest.find('{') {
+        if open > 0 {
+            parts.push(verify::Part::Text(rest[..open].to_owned()));
+        }
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| format!("signed template {t:?} has an unclosed {{"))?;
+        let name = &rest[open + 1..open + close];
+        parts.push(match name {
+            "timestamp" => verify::Part::Timestamp,
+            _ => match name.strip_prefix("header:") {
+                Some(h) if !h.is_empty() => verify::Part::Header(h.to_ascii_lowercase()),
+                _ => {
+                    return Err(format!(
+                        "signed template {t:?}: unknown placeholder {{{name}}} (known: {{timestamp}}, {{header:NAME}}, {{body}} at the end)"
+                    ))
+                }
+            },
+        });
+        rest = &rest[open + close + 1..];
+    }
+    if !rest.is_empty() {
+        parts.push(verify::Part::Text(rest.to_owned()));
+    }
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::Part;
+
+    #[test]
+    fn templates() {
+        assert_eq!(
+            template("v0:{timestamp}:{body}").unwrap(),
+            vec![
+                Part::Text("v0:".into()),
+                Part::Timestamp,
+                Part::Text(":".into())
+            ]
+        );
+        assert_eq!(
+            template("{header:X-Id}.{body}").unwrap(),
+            vec![Part::Header("x-id".into()), Part::Text(".".into())]
+        );
+        assert!(template("{body}.{timestamp}").is_err());
+        assert!(template("{nope}{body}").is_err());
+    }
 }

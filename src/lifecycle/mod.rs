@@ -198,7 +198,7 @@ impl Vm {
                 // it (per-tenant secrets are its tenant list); as in
                 // `decide`, no secret verifies.
                 let secrets = v.secrets_for(tenant).unwrap_or_default();
-                let header = |n: &str| crate::key::first_header(&headers, n);
+                let header = |n: &str| crate::pairs::first_header(&headers, n);
                 match v.start(secrets, header, now / 1000) {
                     Ok(p) => Check::Running(p),
                     Err(r) => Check::Failed(r),
