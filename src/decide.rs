@@ -23,14 +23,14 @@ pub enum Body<'b> {
     /// The whole body (empty when the request had none).
     Bytes(&'b [u8]),
     /// Longer than max_json_bytes: never decoded, never buffered past it.
-    TooLarge,
+    OverLimit,
 }
 
 impl<'b> Body<'b> {
     /// Classifies a complete body against the configured limit.
     pub fn of(bytes: &'b [u8], max_json_bytes: usize) -> Self {
         if bytes.len() > max_json_bytes {
-            Body::TooLarge
+            Body::OverLimit
         } else {
             Body::Bytes(bytes)
         }
@@ -50,7 +50,7 @@ pub struct Stamped<'a> {
     /// Keyed lanes whose key was missing (keyless instead): sink index, why.
     pub lane_keys_missing: Vec<(u16, Missing)>,
     /// The source reads the body, and it was over max_json_bytes.
-    pub body_too_large: bool,
+    pub body_over_limit: bool,
     /// The dedupe key was over its limit and is stamped as its hash.
     pub dedupe_key_hashed: bool,
     /// The sinks whose lane key was over its limit and is stamped as its
@@ -152,7 +152,7 @@ where
         let secrets = v.secrets_for(tenant).unwrap_or_default();
         let header = |n: &str| crate::pairs::first_header(headers, n);
         match body {
-            Body::TooLarge => Err(Reason::TooLarge),
+            Body::OverLimit => Err(Reason::OverLimit),
             Body::Bytes(b) => v.check(secrets, header, b, now_s),
         }
     });
@@ -196,7 +196,7 @@ pub fn verdict(on_failure: OnFailure, result: Result<(), Reason>) -> Verdict {
     match (result, on_failure) {
         (Ok(()), _) => Verdict::Stamp(true),
         (Err(_), OnFailure::Flag) => Verdict::Stamp(false),
-        (Err(Reason::TooLarge), OnFailure::Reject) => Verdict::Refuse(reply::TOO_LARGE_TO_VERIFY),
+        (Err(Reason::OverLimit), OnFailure::Reject) => Verdict::Refuse(reply::TOO_LARGE_TO_VERIFY),
         (Err(_), OnFailure::Reject) => Verdict::Refuse(reply::INVALID_SIGNATURE),
     }
 }
@@ -231,8 +231,8 @@ pub fn stamp<'a>(
     };
     let (json_found, form, state) = match (src.keeps_body(), body) {
         (false, _) => (Vec::new(), Vec::new(), BodyState::Unread),
-        (true, Body::TooLarge) => {
-            out.body_too_large = true;
+        (true, Body::OverLimit) => {
+            out.body_over_limit = true;
             (Vec::new(), Vec::new(), BodyState::OverLimit)
         }
         (true, Body::Bytes(b)) => read_body(src, header_keys, b),

@@ -165,7 +165,7 @@ fn body_line<N: AsRef<str>, V: AsRef<[u8]>>(
     if !src.needs_body() {
         return "body: not read (the source's keys come from headers)".to_owned();
     }
-    if matches!(seen, Some(Body::TooLarge)) {
+    if matches!(seen, Some(Body::OverLimit)) {
         return format!(
             "body: {} bytes, over max_json_bytes ({}): never read, JSON keys missing",
             body.len(),

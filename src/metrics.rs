@@ -30,7 +30,7 @@ pub struct SourceMetrics {
     /// 503: the held-bytes budget was full.
     pub busy: Id,
     /// 408: the body did not arrive within max_hold_ms.
-    pub hold_timeout: Id,
+    pub body_timeout: Id,
     /// ... and not one body callback came for it.
     pub body_never_seen: Id,
     /// 408: a slow body answered to make room in a full budget.
@@ -83,7 +83,7 @@ impl Metrics {
                 body_over_limit: named(host, "body_over_limit_total"),
                 spoofed: named(host, "spoofed_headers_stripped_total"),
                 busy: named(host, "busy_total"),
-                hold_timeout: named(host, "body_timeout_total"),
+                body_timeout: named(host, "body_timeout_total"),
                 body_never_seen: named(host, "body_never_seen_total"),
                 evicted: named(host, "body_too_slow_total"),
                 lane_key_missing: Vec::new(),
@@ -154,7 +154,7 @@ impl Metrics {
             let id = m.dedupe_key_missing.iter().find(|(r, _)| *r == why);
             bump(host, id.and_then(|(_, id)| *id), 1);
         }
-        bump(host, m.body_over_limit, usize::from(s.body_too_large));
+        bump(host, m.body_over_limit, usize::from(s.body_over_limit));
         for (sink, why) in &s.lane_keys_missing {
             let id = m
                 .lane_key_missing

@@ -30,7 +30,7 @@ pub const BUSY: Reply = Reply {
 };
 
 /// The body did not arrive within max_hold_ms of the headers.
-pub const HOLD_TIMEOUT: Reply = Reply {
+pub const BODY_TIMEOUT: Reply = Reply {
     status: 408,
     body: r#"{"error":"body_timeout"}"#,
     headers: &[("connection", "close")],

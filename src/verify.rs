@@ -131,7 +131,7 @@ pub enum Reason {
     Malformed,
     Mismatch,
     Expired,
-    TooLarge,
+    OverLimit,
 }
 
 impl Reason {
@@ -140,7 +140,7 @@ impl Reason {
         Reason::Malformed,
         Reason::Mismatch,
         Reason::Expired,
-        Reason::TooLarge,
+        Reason::OverLimit,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -149,7 +149,7 @@ impl Reason {
             Reason::Malformed => "malformed",
             Reason::Mismatch => "mismatch",
             Reason::Expired => "expired",
-            Reason::TooLarge => "too_large",
+            Reason::OverLimit => "too_large",
         }
     }
 }

@@ -363,7 +363,7 @@ fn a_late_body_is_answered_408_on_the_tick_and_its_bytes_return() {
     host.now_ms += 1;
     host.context = ROOT;
     vm.on_tick(&mut host, ROOT);
-    assert_eq!(host.replies, vec![(2, reply::HOLD_TIMEOUT)]);
+    assert_eq!(host.replies, vec![(2, reply::BODY_TIMEOUT)]);
     assert_eq!(
         host.context, ROOT,
         "the root is current again after the tick"
@@ -1021,7 +1021,7 @@ fn ten_thousand_deadlines_in_one_tick_are_answered_a_bounded_number_at_a_time() 
         10_000usize.div_ceil(hookstamp::budget::MAX_REPLIES_PER_CALL)
     );
     assert_eq!(host.replies.len(), 10_000);
-    assert!(host.replies.iter().all(|(_, r)| *r == reply::HOLD_TIMEOUT));
+    assert!(host.replies.iter().all(|(_, r)| *r == reply::BODY_TIMEOUT));
     // The earliest deadline first, each request answered once.
     let order: Vec<u32> = host.replies.iter().map(|(c, _)| *c).collect();
     assert_eq!(order, (2..10_002).collect::<Vec<u32>>());

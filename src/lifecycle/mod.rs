@@ -232,7 +232,7 @@ impl Vm {
         let declared = text(&headers, "content-length").parse::<usize>().ok();
         if declared.is_some_and(|n| n > cfg.max_json_bytes) {
             // Never wait for a body that will not be decoded or verified.
-            return Ok(finish(host, w, Kept::TooLarge));
+            return Ok(finish(host, w, Kept::OverLimit));
         }
         // Headers alone are charged the request's own state, nothing for
         // the length they declare: bytes are charged as they arrive.
@@ -262,11 +262,11 @@ impl Vm {
         let cfg = &plugin.config;
         let now = host.now_ms();
         if now > w.deadline_ms {
-            return data(self.timeout(host, &w));
+            return data(self.body_timeout(host, &w));
         }
         let seen = w.seen_bytes;
         if seen.saturating_add(size) > cfg.max_json_bytes {
-            return data(finish(host, w, Kept::TooLarge));
+            return data(finish(host, w, Kept::OverLimit));
         }
         let keeps = cfg.sources.get(w.source).is_some_and(|s| s.keeps_body());
         let cap = w
@@ -321,7 +321,7 @@ impl Vm {
         }
         match w {
             None => HeadersStatus::Continue,
-            Some(w) if host.now_ms() > w.deadline_ms => self.timeout(host, &w),
+            Some(w) if host.now_ms() > w.deadline_ms => self.body_timeout(host, &w),
             Some(w) => finish(host, w, Kept::Whole),
         }
     }
@@ -354,7 +354,7 @@ impl Vm {
         for context in late {
             if let Some(w) = self.release(context) {
                 if on_behalf_of(host, context) {
-                    self.timeout(host, &w);
+                    self.body_timeout(host, &w);
                 }
             }
         }
@@ -450,16 +450,16 @@ impl Vm {
         send(host, &reply::BUSY)
     }
 
-    fn timeout(&mut self, host: &mut impl Host, w: &Held) -> HeadersStatus {
+    fn body_timeout(&mut self, host: &mut impl Host, w: &Held) -> HeadersStatus {
         let m = w.plugin.metrics.source(w.source);
-        bump(host, m.and_then(|m| m.hold_timeout), 1);
+        bump(host, m.and_then(|m| m.body_timeout), 1);
         if !w.seen_body {
             bump(host, m.and_then(|m| m.body_never_seen), 1);
             if !w.plugin.hinted.replace(true) {
                 host.log(Level::Error, &never_seen(&w.plugin.config, w.source));
             }
         }
-        send(host, &reply::HOLD_TIMEOUT)
+        send(host, &reply::BODY_TIMEOUT)
     }
 }
 
@@ -569,7 +569,7 @@ enum Kept {
     /// empty when the request had none.
     Whole,
     /// It was over max_json_bytes: never decoded or verified.
-    TooLarge,
+    OverLimit,
 }
 
 /// Stamps a request, or answers it when its signature refuses it; the
@@ -581,11 +581,11 @@ fn finish(host: &mut impl Host, w: Held, kept: Kept) -> HeadersStatus {
     };
     let body = match kept {
         Kept::Whole => Body::Bytes(&w.body),
-        Kept::TooLarge => Body::TooLarge,
+        Kept::OverLimit => Body::OverLimit,
     };
     let result = match (w.check, body) {
         (Check::Off, _) => None,
-        (_, Body::TooLarge) => Some(Err(Reason::TooLarge)),
+        (_, Body::OverLimit) => Some(Err(Reason::OverLimit)),
         (Check::Failed(r), _) => Some(Err(r)),
         (Check::Running(p), _) => Some(p.finish()),
     };
