@@ -109,12 +109,19 @@ fn case_table() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The config error table: every row's errors, by scope and code (the
+/// structured form, which the sentences may change under), and the
+/// sentences as `hookstamp check` prints them. `HOOKSTAMP_BLESS=1` writes
+/// the codes the checker gives into the table, to review before a commit
+/// (tests/e2e/bless_config_errors.py writes the sentences).
 #[test]
 fn config_error_table() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/config_errors.json");
-    let rows: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut rows: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert!(rows.len() > 20);
-    for row in rows {
+    let bless = std::env::var_os("HOOKSTAMP_BLESS").is_some();
+    for row in &mut rows {
         let text = match (row.get("config_text"), row.get("sinks_repeat")) {
             (Some(t), _) => t.as_str().unwrap().to_owned(),
             (None, Some(n)) => {
@@ -127,6 +134,26 @@ fn config_error_table() {
         let errs = config::load(&text).expect_err(row["name"].as_str().unwrap());
         let want: Vec<String> = serde_json::from_value(row["errors"].clone()).unwrap();
         assert_eq!(errs, want, "{}", row["name"]);
+        let Ok(value) = serde_json::from_str::<Value>(&text) else {
+            continue; // not JSON: no diagnostics, the parser's error
+        };
+        let codes: Vec<[String; 2]> = config::diagnose(&value)
+            .iter()
+            .map(|d| [d.scope.to_string(), d.code.to_owned()])
+            .collect();
+        if bless {
+            row["codes"] = json!(codes);
+            continue;
+        }
+        let want: Vec<[String; 2]> =
+            serde_json::from_value(row["codes"].clone()).unwrap_or_else(|_| {
+                panic!("{}: no codes (HOOKSTAMP_BLESS=1 writes them)", row["name"])
+            });
+        assert_eq!(codes, want, "{}", row["name"]);
+    }
+    if bless {
+        let lines: Vec<String> = rows.iter().map(|r| format!("  {r}")).collect();
+        std::fs::write(&path, format!("[\n{}\n]\n", lines.join(",\n"))).unwrap();
     }
 }
 

@@ -23,7 +23,11 @@ pub fn check(
         return on.then(|| default(lanes, has_dedupe));
     };
     if !on {
-        d.push(scope, "affinity needs the top-level \"affinity\": true");
+        d.push(
+            scope,
+            "affinity_off",
+            "affinity needs the top-level \"affinity\": true",
+        );
         return None;
     }
     match v {
@@ -31,6 +35,7 @@ pub fn check(
             if !has_dedupe {
                 d.push(
                     scope,
+                    "affinity_needs_dedupe",
                     "affinity \"dedupe\" needs a dedupe rule on the source",
                 );
             }
@@ -43,6 +48,7 @@ pub fn check(
             if index >= ordered.count {
                 d.push(
                     scope,
+                    "sink_out_of_range",
                     format!(
                         "affinity sink {n} is out of range: the source has {} sink(s)",
                         ordered.count
@@ -51,13 +57,18 @@ pub fn check(
             } else if !ordered.ordered.contains(&index) {
                 d.push(
                     scope,
+                    "sink_not_ordered",
                     format!("affinity sink {n} is not ordered: only an ordered sink has a lane"),
                 );
             }
             u16::try_from(index).ok().map(Affinity::Lane)
         }
         other => {
-            d.push(scope, format!("affinity must be {FORMS}, got {other}"));
+            d.push(
+                scope,
+                "bad_affinity",
+                format!("affinity must be {FORMS}, got {other}"),
+            );
             None
         }
     }

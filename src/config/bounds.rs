@@ -28,10 +28,13 @@ pub const MAX_TENANTS: usize = 10_000;
 pub const MAX_PREFIX_SEGMENTS: usize = 16;
 
 /// `Err` naming the bound when `got` is past `max`: "{what}: at most
-/// {max}, got {got}", one form for every bound.
-pub fn within(what: &str, max: usize, got: usize) -> Result<(), String> {
+/// {max}, got {got}", one form (and the code `bound`) for every bound.
+pub fn within(what: &str, max: usize, got: usize) -> Result<(), super::diag::Issue> {
     if got > max {
-        return Err(format!("{what}: at most {max}, got {got}"));
+        return Err(super::diag::Issue::new(
+            "bound",
+            format!("{what}: at most {max}, got {got}"),
+        ));
     }
     Ok(())
 }

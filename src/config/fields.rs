@@ -4,7 +4,7 @@
 //! the distance behind a "did you mean".
 
 use super::bounds::{within, MAX_NAME_BYTES};
-use super::diag::{Diags, Scope};
+use super::diag::{Diags, Issue, Scope};
 use super::Routing;
 use crate::stamps;
 use serde_json::{Map, Value};
@@ -22,6 +22,7 @@ pub(super) fn unknown_fields(
     for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
         d.push(
             scope,
+            "unknown_field",
             format!("unknown field {k:?} (known: {})", known.join(", ")),
         );
     }
@@ -50,6 +51,7 @@ pub(super) fn choice<T: Copy>(
     let names: Vec<String> = options.iter().map(|(o, _)| format!("{o:?}")).collect();
     d.push(
         &Scope::Config,
+        "bad_choice",
         format!("{name} must be {}", names.join(" or ")),
     );
     default
@@ -65,6 +67,7 @@ pub(super) fn count(obj: &Map<String, Value>, name: &str, default: u64, d: &mut 
         _ => {
             d.push(
                 &Scope::Config,
+                "bad_count",
                 format!(
                     "{name} must be a positive integer of at most {}, got {v}",
                     u32::MAX
@@ -101,6 +104,7 @@ pub(super) fn routing_of(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> Opt
     if r.is_none() {
         d.push(
             scope,
+            "bad_routing",
             "routing must be \"path\", \"tenant_path\" or [\"path\", \"tenant_path\"]",
         );
     }
@@ -108,17 +112,23 @@ pub(super) fn routing_of(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> Opt
 }
 
 /// Checks a header name used as a key source; returns it lowercased.
-pub(super) fn key_header(h: &str) -> Result<String, String> {
+pub(super) fn key_header(h: &str) -> Result<String, Issue> {
     if h.is_empty() {
-        return Err("header name is empty".into());
+        return Err(Issue::new("empty_header", "header name is empty"));
     }
     within("bytes of a header name", MAX_NAME_BYTES, h.len())?;
     if !h.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
-        return Err(format!("header name {h:?} is not a valid header name"));
+        return Err(Issue::new(
+            "bad_header",
+            format!("header name {h:?} is not a valid header name"),
+        ));
     }
     if stamps::is_stamp_header(h) {
-        return Err(format!(
-            "header {h:?} is in the stamp namespace, which the filter strips from every request"
+        return Err(Issue::new(
+            "stamp_namespace",
+            format!(
+                "header {h:?} is in the stamp namespace, which the filter strips from every request"
+            ),
         ));
     }
     Ok(h.to_ascii_lowercase())

@@ -6,6 +6,7 @@
 use super::bounds::{
     within, MAX_KEY_DEPTH, MAX_KEY_TERMS, MAX_NAME_BYTES, MAX_PATH_SEGMENTS, MAX_SEPARATOR_BYTES,
 };
+use super::diag::Issue;
 use super::fields::key_header;
 use super::reads::Reads;
 use crate::json::{self, Path};
@@ -20,7 +21,7 @@ pub struct KeyCtx<'a> {
     /// A JSON integer is a key without `"integer": true` (dedupe keys).
     pub integers: bool,
     /// A header must pass this (an ordering key's header must be stored).
-    pub header_ok: &'a dyn Fn(&str) -> Result<(), String>,
+    pub header_ok: &'a dyn Fn(&str) -> Result<(), Issue>,
 }
 
 /// Parses a key expression object (the fields other than `skip`), interning
@@ -32,7 +33,7 @@ pub fn expr(
     ctx: &KeyCtx,
     reads: &mut Reads,
     warn: &mut Vec<String>,
-) -> Result<KeySource, String> {
+) -> Result<KeySource, Issue> {
     let key = nested(obj, skip, ctx, reads, warn, 0)?;
     within(
         "headers, paths and form fields one key reads",
@@ -57,7 +58,7 @@ fn nested(
     reads: &mut Reads,
     warn: &mut Vec<String>,
     depth: usize,
-) -> Result<KeySource, String> {
+) -> Result<KeySource, Issue> {
     let fields: Vec<(&String, &Value)> = obj
         .iter()
         .filter(|(k, v)| !skip.contains(&k.as_str()) && !v.is_null())
@@ -65,14 +66,17 @@ fn nested(
     let has = |k: &str| fields.iter().any(|(f, _)| f.as_str() == k);
     let kinds = ["header", "json", "form", "first", "concat"];
     if kinds.iter().filter(|k| has(k)).count() > 1 {
-        return Err("a key takes exactly one of header, json, form, first or concat".into());
+        return Err(Issue::new(
+            "bad_key",
+            "a key takes exactly one of header, json, form, first or concat",
+        ));
     }
     let extra = |allowed: &[&str]| {
         fields
             .iter()
             .map(|(k, _)| k.as_str())
             .find(|k| !allowed.contains(k))
-            .map(|k| format!("unknown field {k:?} in a key"))
+            .map(|k| Issue::new("unknown_field", format!("unknown field {k:?} in a key")))
     };
     if has("header") {
         if let Some(e) = extra(&["header"]) {
@@ -81,7 +85,7 @@ fn nested(
         let h = obj
             .get("header")
             .and_then(Value::as_str)
-            .ok_or("header must be a string")?;
+            .ok_or_else(|| Issue::new("bad_key", "header must be a string"))?;
         let h = key_header(h)?;
         (ctx.header_ok)(&h)?;
         return Ok(reads.header(h));
@@ -94,7 +98,11 @@ fn nested(
         let integer = match obj.get("integer") {
             None | Some(Value::Null) => ctx.integers,
             Some(Value::Bool(b)) => *b || ctx.integers,
-            Some(other) => return Err(format!("integer must be true or false, got {other}")),
+            Some(other) => {
+                return Err(bad_key(format!(
+                    "integer must be true or false, got {other}"
+                )))
+            }
         };
         return Ok(reads.path(path, integer));
     }
@@ -108,10 +116,10 @@ fn nested(
                 return Ok(reads.form(f.clone()));
             }
             other => {
-                return Err(format!(
+                return Err(bad_key(format!(
                     "form must be a non-empty field name, got {}",
                     show(other)
-                ))
+                )))
             }
         }
     }
@@ -125,7 +133,7 @@ fn nested(
             return Err(e);
         }
         let Some(Value::Array(list)) = obj.get(name) else {
-            return Err(format!("{name} must be a list of keys"));
+            return Err(bad_key(format!("{name} must be a list of keys")));
         };
         let (min, words) = if name == "first" {
             (1, "one key")
@@ -133,18 +141,21 @@ fn nested(
             (2, "two keys")
         };
         if list.len() < min {
-            return Err(format!("{name} needs at least {words}"));
+            return Err(bad_key(format!("{name} needs at least {words}")));
         }
         if depth >= MAX_KEY_DEPTH {
-            return Err(format!(
-                "first and concat nest at most {MAX_KEY_DEPTH} deep"
+            return Err(Issue::new(
+                "bound",
+                format!("first and concat nest at most {MAX_KEY_DEPTH} deep"),
             ));
         }
         within(&format!("keys of a {name}"), MAX_KEY_TERMS, list.len())?;
         let mut parts = Vec::new();
         for item in list {
             let Some(o) = item.as_object() else {
-                return Err(format!("each key in {name} must be {FORMS}, got {item}"));
+                return Err(bad_key(format!(
+                    "each key in {name} must be {FORMS}, got {item}"
+                )));
             };
             parts.push(nested(o, &[], ctx, reads, warn, depth + 1)?);
         }
@@ -157,11 +168,16 @@ fn nested(
                 within("bytes of a separator", MAX_SEPARATOR_BYTES, s.len())?;
                 s.clone()
             }
-            Some(other) => return Err(format!("separator must be a string, got {other}")),
+            Some(other) => return Err(bad_key(format!("separator must be a string, got {other}"))),
         };
         return Ok(KeySource::Concat(parts, sep));
     }
-    Err(format!("a key must be {FORMS}"))
+    Err(bad_key(format!("a key must be {FORMS}")))
+}
+
+/// A malformed key expression.
+fn bad_key(message: String) -> Issue {
+    Issue::new("bad_key", message)
 }
 
 fn show(v: Option<&Value>) -> String {
@@ -169,11 +185,11 @@ fn show(v: Option<&Value>) -> String {
 }
 
 /// A path: a dotted string, or a list of keys (for keys with dots in them).
-pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, String> {
+pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, Issue> {
     let path: Path = match v {
         Value::String(s) => {
             let p = json::parse_path(s)
-                .ok_or_else(|| format!("json path {s:?} has an empty segment"))?;
+                .ok_or_else(|| bad_key(format!("json path {s:?} has an empty segment")))?;
             if s.starts_with('$') || s.starts_with('/') || s.contains('[') {
                 warn.push(format!(
                     "json path {s:?} looks like JSONPath or a JSON Pointer, which hookstamp does not read: \
@@ -187,15 +203,19 @@ pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, String> {
             for seg in list {
                 match seg.as_str() {
                     Some(s) if !s.is_empty() => p.push(s.to_owned()),
-                    _ => return Err(format!("json path {v} must be a list of non-empty keys")),
+                    _ => {
+                        return Err(bad_key(format!(
+                            "json path {v} must be a list of non-empty keys"
+                        )))
+                    }
                 }
             }
             p
         }
         other => {
-            return Err(format!(
+            return Err(bad_key(format!(
                 "json path must be a dotted string or a list of keys, got {other}"
-            ))
+            )))
         }
     };
     within("segments of a json path", MAX_PATH_SEGMENTS, path.len())?;

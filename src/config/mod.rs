@@ -13,7 +13,7 @@ pub mod structpb;
 mod top;
 mod verify;
 
-pub use diag::{Diag, Scope};
+pub use diag::{Code, Diag, Scope};
 
 use crate::affinity::Affinity;
 use crate::dedupe::Dedupe;
@@ -228,6 +228,13 @@ pub fn load_plugin_config(raw: &[u8]) -> Result<Loaded, Vec<String>> {
             )]),
         },
     }
+}
+
+/// Every error of a parsed configuration, structured (scope, code,
+/// message), secrets read from the process's environment; empty when it
+/// loads.
+pub fn diagnose(value: &serde_json::Value) -> Vec<Diag> {
+    top::check(value, &|name| std::env::var(name).ok()).1
 }
 
 fn load_value(

@@ -91,7 +91,7 @@ impl Ordered {
 
 /// An ordering key's header must be stored with the hook: a replay
 /// resolves the lane again from the stored hook.
-pub(super) fn stored(store: &StoreHeaders, h: &str) -> Result<(), String> {
+pub(super) fn stored(store: &StoreHeaders, h: &str) -> Result<(), super::diag::Issue> {
     if store.keeps(h) {
         return Ok(());
     }
@@ -100,7 +100,9 @@ pub(super) fn stored(store: &StoreHeaders, h: &str) -> Result<(), String> {
     } else {
         ""
     };
-    Err(format!(
+    Err(super::diag::Issue::new(
+        "header_not_stored",
+        format!(
         "header {h:?} is not kept by the source's store_headers{why}, so a replay could not resolve the lane again"
-    ))
+    )))
 }

@@ -1,6 +1,6 @@
 //! One sink's check: its type, ordering and ordering key.
 
-use super::diag::{Diags, Scope};
+use super::diag::{Diags, Issue, Scope};
 use super::fields::{distance, field, unknown_fields};
 use super::keys::KeyCtx;
 use super::reads::{stored, Reads, StoreHeaders};
@@ -29,14 +29,18 @@ pub(super) fn check_sink(
         kind: None,
     };
     let Some(obj) = v.as_object() else {
-        d.push(&scope, "must be an object");
+        d.push(&scope, "not_an_object", "must be an object");
         return None;
     };
     let kind = match field(obj, "type") {
         None => None,
         Some(Value::String(t)) if !t.is_empty() => Some(t.as_str()),
         Some(t) => {
-            d.push(&scope, format!("type must be a non-empty string, got {t}"));
+            d.push(
+                &scope,
+                "bad_sink_type",
+                format!("type must be a non-empty string, got {t}"),
+            );
             None
         }
     };
@@ -44,14 +48,18 @@ pub(super) fn check_sink(
         *k = kind.map(str::to_owned);
     }
     if let Some(Err(e)) = kind.map(sink_type) {
-        d.push(&scope, e);
+        d.issue(&scope, e);
     }
     unknown_fields(obj, &["type", "ordered", "ordering_key"], &scope, d);
     let ordered = match field(obj, "ordered") {
         None => false,
         Some(Value::Bool(b)) => *b,
         Some(o) => {
-            d.push(&scope, format!("ordered must be true or false, got {o}"));
+            d.push(
+                &scope,
+                "not_a_bool",
+                format!("ordered must be true or false, got {o}"),
+            );
             false
         }
     };
@@ -64,7 +72,7 @@ pub(super) fn check_sink(
         }
         Some(Value::String(_)) if kind == Some("google_pubsub") && ordered => {
             d.push(
-                &scope,
+                &scope, "legacy_pubsub_key",
                 "a string ordering_key is the legacy static Pub/Sub key; an ordered sink takes {\"header\": name} or {\"json\": path}",
             );
             return None;
@@ -81,12 +89,12 @@ pub(super) fn check_sink(
             };
             let k = super::keys::expr(o, &[], &kctx, reads, &mut warned);
             for w in warned {
-                d.warn(&scope, w);
+                d.warn(&scope, "never_matches", w);
             }
             match k {
                 Ok(k) => Some(k),
                 Err(e) => {
-                    d.push(&scope, format!("ordering_key: {e}"));
+                    d.issue(&scope, e.within("ordering_key"));
                     None
                 }
             }
@@ -94,6 +102,7 @@ pub(super) fn check_sink(
         Some(other) => {
             d.push(
                 &scope,
+                "bad_key",
                 format!("ordering_key must be {}, got {other}", super::keys::FORMS),
             );
             None
@@ -101,11 +110,16 @@ pub(super) fn check_sink(
     };
     // A key that failed its own check still needs an ordered sink.
     if field(obj, "ordering_key").is_some() && !ordered {
-        d.push(&scope, "ordering_key needs \"ordered\": true");
+        d.push(
+            &scope,
+            "key_without_ordered",
+            "ordering_key needs \"ordered\": true",
+        );
     }
     if ordered && ctx.delivery == Delivery::Direct {
         d.push(
             &scope,
+            "ordered_needs_queue",
             "an ordered sink needs \"delivery\": \"queued\" (lanes need the store-backed queue)",
         );
     }
@@ -133,7 +147,7 @@ pub const SINK_TYPES: &[&str] = &[
 
 /// A sink type from the list, or `custom:<name>`; a near miss gets a
 /// suggestion.
-pub(super) fn sink_type(t: &str) -> Result<(), String> {
+pub(super) fn sink_type(t: &str) -> Result<(), Issue> {
     if SINK_TYPES.contains(&t) || t.strip_prefix("custom:").is_some_and(|n| !n.is_empty()) {
         return Ok(());
     }
@@ -143,8 +157,11 @@ pub(super) fn sink_type(t: &str) -> Result<(), String> {
         .filter(|(d, _)| *d <= 2)
         .min();
     let hint = near.map_or(String::new(), |(_, k)| format!(": did you mean {k:?}?"));
-    Err(format!(
-        "unknown sink type {t:?}{hint} (known: {}; name another as \"custom:<name>\")",
-        SINK_TYPES.join(", ")
+    Err(Issue::new(
+        "unknown_sink_type",
+        format!(
+            "unknown sink type {t:?}{hint} (known: {}; name another as \"custom:<name>\")",
+            SINK_TYPES.join(", ")
+        ),
     ))
 }

@@ -2,7 +2,7 @@
 //! dedupe, signature, sinks and affinity.
 
 use super::bounds::{within, MAX_SINKS, MAX_TENANTS};
-use super::diag::{Diags, Scope};
+use super::diag::{Diags, Issue, Scope};
 use super::fields::{field, routing_of, unknown_fields, Env};
 use super::keys::KeyCtx;
 use super::reads::{Ordered, Reads, StoreHeaders};
@@ -25,13 +25,17 @@ pub(super) struct SourceCtx<'e> {
 pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
     let (i, delivery) = (ctx.index, ctx.delivery);
     let Some(obj) = v.as_object() else {
-        d.push(&Scope::SourceAt(i), "must be an object");
+        d.push(&Scope::SourceAt(i), "not_an_object", "must be an object");
         return None;
     };
     let id = match obj.get("id") {
         Some(Value::String(s)) => s.clone(),
         _ => {
-            d.push(&Scope::SourceAt(i), "id is required and must be a string");
+            d.push(
+                &Scope::SourceAt(i),
+                "missing_id",
+                "id is required and must be a string",
+            );
             format!("#{i}")
         }
     };
@@ -39,6 +43,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
     if obj.get("id").is_some_and(Value::is_string) && !source_id_ok(&id) {
         d.push(
             &scope,
+            "bad_id",
             "id must match [A-Za-z0-9._-]{1,64} and not be \".\" or \"..\"",
         );
     }
@@ -65,6 +70,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         Some(t) => {
             d.push(
                 &scope,
+                "bad_tenant",
                 format!("tenant must match [A-Za-z0-9_-]{{1,64}}, got {t}"),
             );
             DEFAULT_TENANT.to_owned()
@@ -79,7 +85,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         None => {}
         Some(Value::Array(sinks)) => {
             if let Err(e) = within("sinks", MAX_SINKS, sinks.len()) {
-                d.push(&scope, e);
+                d.issue(&scope, e);
             }
             for (index, s) in sinks.iter().enumerate().take(MAX_SINKS) {
                 let ctx = SinkCtx {
@@ -93,7 +99,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
                 }
             }
         }
-        Some(_) => d.push(&scope, "sinks must be a list"),
+        Some(_) => d.push(&scope, "not_a_list", "sinks must be a list"),
     }
     let routing = routing_of(field(obj, "routing"), &scope, d).unwrap_or(ctx.routing);
     let verify = field(obj, "verify")
@@ -108,6 +114,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         if tenants.as_ref().is_some_and(|t| *t != keyed) {
             d.push(
                 &scope,
+                "tenant_lists_differ",
                 "tenants and per-tenant verify secrets name different tenants: give one of them",
             );
         }
@@ -119,6 +126,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         Some(other) => {
             d.push(
                 &scope,
+                "bad_form_json",
                 format!("form_json must be a form field name, got {other}"),
             );
             None
@@ -166,7 +174,11 @@ pub(super) fn check_tenants(
     d: &mut Diags,
 ) -> Option<Vec<String>> {
     if !routing.tenant_path() {
-        d.push(scope, "tenants needs \"routing\": \"tenant_path\"");
+        d.push(
+            scope,
+            "needs_tenant_path",
+            "tenants needs \"routing\": \"tenant_path\"",
+        );
         return None;
     }
     let list = match v.as_array() {
@@ -174,13 +186,14 @@ pub(super) fn check_tenants(
         _ => {
             d.push(
                 scope,
+                "bad_tenants",
                 format!("tenants must be a non-empty list of tenants, got {v}"),
             );
             return None;
         }
     };
     if let Err(e) = within("tenants", MAX_TENANTS, list.len()) {
-        d.push(scope, e);
+        d.issue(scope, e);
         return None;
     }
     let mut out = Vec::new();
@@ -189,6 +202,7 @@ pub(super) fn check_tenants(
             Some(t) if tenant_ok(t) => out.push(t.to_owned()),
             _ => d.push(
                 scope,
+                "not_a_tenant",
                 format!("tenants: {t} is not a tenant ([A-Za-z0-9_-]{{1,64}})"),
             ),
         }
@@ -208,6 +222,7 @@ pub(super) fn check_store_headers(v: Option<&Value>, scope: &Scope, d: &mut Diag
                     Some(s) if !s.is_empty() => names.push(s.to_ascii_lowercase()),
                     _ => d.push(
                         scope,
+                        "bad_store_headers",
                         format!("store_headers entries must be non-empty header names, got {h}"),
                     ),
                 }
@@ -217,6 +232,7 @@ pub(super) fn check_store_headers(v: Option<&Value>, scope: &Scope, d: &mut Diag
         Some(other) => {
             d.push(
                 scope,
+                "bad_store_headers",
                 format!(
                     "store_headers must be \"all\", \"none\" or a list of header names, got {other}"
                 ),
@@ -243,27 +259,35 @@ pub(super) fn check_dedupe(
             if let Some(t) = field(o, "ttl_ms") {
                 match t.as_u64() {
                     Some(n) if n > 0 => ttl_ms = n,
-                    _ => d.push(scope, format!("ttl_ms must be a positive integer, got {t}")),
+                    _ => d.push(
+                        scope,
+                        "bad_ttl",
+                        format!("ttl_ms must be a positive integer, got {t}"),
+                    ),
                 }
             }
             let kinds = ["header", "json", "form", "first", "concat"];
             let key = match field(o, "preset") {
-                Some(Value::String(_)) if o.keys().any(|k| kinds.contains(&k.as_str())) => {
-                    Err("takes a preset or a key, not both".to_owned())
-                }
+                Some(Value::String(_)) if o.keys().any(|k| kinds.contains(&k.as_str())) => Err(
+                    Issue::new("bad_dedupe", "takes a preset or a key, not both"),
+                ),
                 Some(Value::String(p)) => {
                     unknown_fields(o, &["preset", "ttl_ms"], scope, d);
                     preset(p, reads)
                 }
-                Some(other) => Err(format!("preset must be a string, got {other}")),
-                None if o.keys().all(|k| k == "ttl_ms") => {
-                    Err(format!("needs a preset or a key: {}", super::keys::FORMS))
-                }
+                Some(other) => Err(Issue::new(
+                    "bad_dedupe",
+                    format!("preset must be a string, got {other}"),
+                )),
+                None if o.keys().all(|k| k == "ttl_ms") => Err(Issue::new(
+                    "bad_dedupe",
+                    format!("needs a preset or a key: {}", super::keys::FORMS),
+                )),
                 None => {
                     let mut warned = Vec::new();
                     let k = super::keys::expr(o, &["ttl_ms"], &ctx, reads, &mut warned);
                     for w in warned {
-                        d.warn(scope, w);
+                        d.warn(scope, "never_matches", w);
                     }
                     k
                 }
@@ -271,21 +295,24 @@ pub(super) fn check_dedupe(
             (key, ttl_ms)
         }
         _ => (
-            Err("must be a preset name or an object".to_owned()),
+            Err(Issue::new(
+                "bad_dedupe",
+                "must be a preset name or an object",
+            )),
             DEFAULT_TTL_MS,
         ),
     };
     match key {
         Ok(k) => Some(Dedupe::new(k, ttl_ms)),
         Err(e) => {
-            d.push(scope, e);
+            d.issue(scope, e);
             None
         }
     }
 }
 
 /// A dedupe preset's key.
-pub(super) fn preset(p: &str, reads: &mut Reads) -> Result<KeySource, String> {
+pub(super) fn preset(p: &str, reads: &mut Reads) -> Result<KeySource, Issue> {
     match dedupe::preset(p) {
         Some(PresetKey::Headers(hs)) => {
             let mut alts: Vec<KeySource> =
@@ -297,9 +324,9 @@ pub(super) fn preset(p: &str, reads: &mut Reads) -> Result<KeySource, String> {
             })
         }
         Some(PresetKey::Json(j)) => Ok(reads.path(j.split('.').map(str::to_owned).collect(), true)),
-        None => Err(format!(
-            "unknown preset {p:?} (known: {})",
-            dedupe::preset_names()
+        None => Err(Issue::new(
+            "unknown_preset",
+            format!("unknown preset {p:?} (known: {})", dedupe::preset_names()),
         )),
     }
 }

@@ -46,7 +46,7 @@ pub fn check(v: &Value, env: Env) -> (Option<Config>, Vec<Diag>, Vec<Diag>) {
 
 pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     let Some(obj) = v.as_object() else {
-        d.push(&Scope::Config, "must be a JSON object");
+        d.push(&Scope::Config, "not_an_object", "must be a JSON object");
         return None;
     };
     unknown_fields(obj, TOP_LEVEL, &Scope::Config, d);
@@ -58,14 +58,14 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
             match within("segments of the prefix", MAX_PREFIX_SEGMENTS, segs.len()) {
                 Ok(()) => segs,
                 Err(e) => {
-                    d.push(&Scope::Config, e);
+                    d.issue(&Scope::Config, e);
                     Vec::new()
                 }
             }
         }
         Some(_) => {
             d.push(
-                &Scope::Config,
+                &Scope::Config, "bad_prefix",
                 "prefix must be \"/\" or \"/\"-separated segments of [A-Za-z0-9._~-], none of them \".\" or \"..\"",
             );
             Vec::new()
@@ -76,7 +76,7 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     let max_held_bytes = count(obj, "max_held_bytes", DEFAULT_MAX_HELD_BYTES, d);
     if max_held_bytes < PEAK_FACTOR * max_json_bytes {
         d.push(
-            &Scope::Config,
+            &Scope::Config, "held_below_peak",
             format!(
                 "max_held_bytes ({max_held_bytes}) must be at least {PEAK_FACTOR} × max_json_bytes ({max_json_bytes}): one body's peak while it grows (Envoy's buffer, the filter's old and new buffer, the chunk being copied)"
             ),
@@ -92,6 +92,7 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     if slow_body_ms > max_hold_ms {
         d.push(
             &Scope::Config,
+            "slow_above_hold",
             format!("slow_body_ms ({slow_body_ms}) must be at most max_hold_ms ({max_hold_ms})"),
         );
     }
@@ -107,6 +108,7 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         Some(other) => {
             d.push(
                 &Scope::Config,
+                "not_a_bool",
                 format!("affinity must be true or false, got {other}"),
             );
             false
@@ -116,11 +118,11 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     // Each checked source's place in the list, for errors that name two.
     let mut places = Vec::new();
     match obj.get("sources").map(Value::as_array) {
-        None => d.push(&Scope::Config, "sources is required"),
-        Some(None) => d.push(&Scope::Config, "sources must be a list"),
+        None => d.push(&Scope::Config, "missing_sources", "sources is required"),
+        Some(None) => d.push(&Scope::Config, "not_a_list", "sources must be a list"),
         Some(Some(list)) => {
             if let Err(e) = within("sources", MAX_SOURCES, list.len()) {
-                d.push(&Scope::Config, e);
+                d.issue(&Scope::Config, e);
             }
             for (i, s) in list.iter().enumerate().take(MAX_SOURCES) {
                 let ctx = SourceCtx {
@@ -146,6 +148,7 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
             );
             d.push(
                 &Scope::Source(s.id.clone()),
+                "duplicate_id",
                 format!("id is not unique: sources #{a} and #{b} both have it"),
             );
             by_id.insert(s.id.clone(), first);

@@ -2,7 +2,7 @@
 //! error or a warning: only the variable it came from, or its place.
 
 use super::bounds::{within, MAX_SECRETS, MAX_TEMPLATE_BYTES, MAX_TENANTS};
-use super::diag::{Diags, Scope};
+use super::diag::{Diags, Issue, Scope};
 use super::fields::{field, key_header, unknown_fields, Env};
 use super::{tenant_ok, Routing};
 use crate::verify::{
@@ -21,7 +21,12 @@ pub fn check(
 ) -> Option<Verify> {
     let before = d.len();
     let Some(obj) = v.as_object() else {
-        d.push(scope, format!("must be an object, got {v}"));
+        // Never the value: a secret written in the wrong place is not shown.
+        d.push(
+            scope,
+            "not_an_object",
+            format!("must be an object, got {}", kind(v)),
+        );
         return None;
     };
     unknown_fields(
@@ -32,12 +37,13 @@ pub fn check(
     );
     let scheme = match field(obj, "scheme") {
         None => {
-            d.push(scope, "scheme is required");
+            d.push(scope, "missing_scheme", "scheme is required");
             None
         }
         Some(Value::String(p)) => Scheme::preset(p).or_else(|| {
             d.push(
                 scope,
+                "unknown_scheme",
                 format!(
                     "unknown scheme {p:?} (presets: {}; or a custom scheme object)",
                     verify::PRESETS.join(", ")
@@ -49,6 +55,7 @@ pub fn check(
         Some(other) => {
             d.push(
                 scope,
+                "bad_scheme",
                 format!("scheme must be a preset name or an object, got {other}"),
             );
             None
@@ -61,6 +68,7 @@ pub fn check(
             _ => {
                 d.push(
                     scope,
+                    "bad_tolerance",
                     format!("tolerance_s must be a positive integer, got {t}"),
                 );
                 DEFAULT_TOLERANCE_S
@@ -71,7 +79,11 @@ pub fn check(
         None | Some(Some("reject")) => OnFailure::Reject,
         Some(Some("flag")) => OnFailure::Flag,
         Some(_) => {
-            d.push(scope, "on_failure must be \"reject\" or \"flag\"");
+            d.push(
+                scope,
+                "bad_on_failure",
+                "on_failure must be \"reject\" or \"flag\"",
+            );
             OnFailure::Reject
         }
     };
@@ -80,6 +92,7 @@ pub fn check(
         None => {
             d.push(
                 scope,
+                "missing_secrets",
                 "secrets is required: a list of {\"env\": NAME} (or {\"value\": ...})",
             );
             None
@@ -91,17 +104,19 @@ pub fn check(
             if !routing.tenant_path() {
                 d.push(
                     scope,
+                    "needs_tenant_path",
                     "per-tenant secrets need \"routing\": \"tenant_path\"",
                 );
             }
             if let Err(e) = within("secrets: tenants", MAX_TENANTS, map.len()) {
-                d.push(scope, e);
+                d.issue(scope, e);
             }
             let mut per = Vec::new();
             for (t, list) in map.iter().take(MAX_TENANTS) {
                 if !tenant_ok(t) {
                     d.push(
                         scope,
+                        "not_a_tenant",
                         format!("secrets: {t:?} is not a tenant ([A-Za-z0-9_-]{{1,64}})"),
                     );
                 }
@@ -110,17 +125,18 @@ pub fn check(
                         t.clone(),
                         secret_list(l, &format!("secrets.{t}"), whsec, scope, env, d),
                     )),
-                    None => d.push(scope, format!("secrets.{t} must be a list")),
+                    None => d.push(scope, "not_a_list", format!("secrets.{t} must be a list")),
                 }
             }
             if per.is_empty() {
-                d.push(scope, "secrets names no tenant");
+                d.push(scope, "no_tenant", "secrets names no tenant");
             }
             Some(Secrets::PerTenant(per))
         }
         Some(other) => {
             d.push(
                 scope,
+                "bad_secrets",
                 format!(
                     "secrets must be a list, or an object of tenants to lists, got {}",
                     kind(other)
@@ -161,10 +177,14 @@ fn secret_list(
     d: &mut Diags,
 ) -> Vec<Secret> {
     if list.is_empty() {
-        d.push(scope, format!("{at} is empty: at least one secret"));
+        d.push(
+            scope,
+            "no_secret",
+            format!("{at} is empty: at least one secret"),
+        );
     }
     if let Err(e) = within(at, MAX_SECRETS, list.len()) {
-        d.push(scope, e);
+        d.issue(scope, e);
     }
     let mut out = Vec::new();
     for (i, s) in list.iter().enumerate().take(MAX_SECRETS) {
@@ -178,6 +198,7 @@ fn secret_list(
                 _ => {
                     d.push(
                         scope,
+                        "env_not_set",
                         format!("{place}: the environment variable {name} is not set or is empty"),
                     );
                     continue;
@@ -185,14 +206,14 @@ fn secret_list(
             },
             Some((1, None, Some(Value::String(v)))) if !v.is_empty() => {
                 d.warn(
-                    scope,
+                    scope, "inline_secret",
                     format!("{place} is an inline secret, readable by anyone who can read the configuration: prefer {{\"env\": NAME}}"),
                 );
                 (v.clone(), "the inline value".to_owned())
             }
             _ => {
                 d.push(
-                    scope,
+                    scope, "bad_secret",
                     format!("{place} must be {{\"env\": NAME}} or {{\"value\": non-empty string}}, got {}", kind(s)),
                 );
                 continue;
@@ -204,6 +225,7 @@ fn secret_list(
                 None => {
                     d.push(
                         scope,
+                        "not_whsec",
                         format!("{place}: {from} is not a whsec_ secret (whsec_ and base64)"),
                     );
                     continue;
@@ -234,13 +256,14 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
     let header = |name: &str, d: &mut Diags| -> Option<String> {
         match field(c, name) {
             Some(Value::String(h)) => key_header(h)
-                .map_err(|e| d.push(scope, format!("scheme {name}: {e}")))
+                .map_err(|e| d.issue(scope, e.within(&format!("scheme {name}"))))
                 .ok(),
             None => None,
             Some(other) => {
                 d.push(
                     scope,
-                    format!("scheme {name} must be a header name, got {other}"),
+                    "bad_scheme",
+                    format!("scheme {name} must be a header name, got {}", kind(other)),
                 );
                 None
             }
@@ -248,7 +271,7 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
     };
     let sig_header = header("header", d);
     if field(c, "header").is_none() {
-        d.push(scope, "a custom scheme needs header");
+        d.push(scope, "bad_scheme", "a custom scheme needs header");
     }
     let timestamp_header = header("timestamp_header", d);
     let prefix = match field(c, "prefix") {
@@ -257,7 +280,8 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
         Some(other) => {
             d.push(
                 scope,
-                format!("scheme prefix must be a string, got {other}"),
+                "bad_scheme",
+                format!("scheme prefix must be a string, got {}", kind(other)),
             );
             String::new()
         }
@@ -266,7 +290,11 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
         Some(Some("hex")) => Some(Encoding::Hex),
         Some(Some("base64")) => Some(Encoding::Base64),
         _ => {
-            d.push(scope, "scheme encoding must be \"hex\" or \"base64\"");
+            d.push(
+                scope,
+                "bad_scheme",
+                "scheme encoding must be \"hex\" or \"base64\"",
+            );
             None
         }
     };
@@ -277,6 +305,7 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
         Some(_) => {
             d.push(
                 scope,
+                "bad_scheme",
                 "scheme algorithm must be \"sha256\", \"sha512\" or \"sha1\"",
             );
             None
@@ -287,13 +316,17 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
         Some(Value::String(t)) => {
             within("bytes of the signed template", MAX_TEMPLATE_BYTES, t.len())
                 .and_then(|()| template(t))
-                .map_err(|e| d.push(scope, e))
+                .map_err(|e| d.issue(scope, e))
                 .ok()
         }
         Some(other) => {
             d.push(
                 scope,
-                format!("scheme signed must be a template string, got {other}"),
+                "bad_scheme",
+                format!(
+                    "scheme signed must be a template string, got {}",
+                    kind(other)
+                ),
             );
             None
         }
@@ -303,6 +336,7 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
         if uses_ts && timestamp_header.is_none() {
             d.push(
                 scope,
+                "timestamp_without_header",
                 "the signed template uses {timestamp}: set timestamp_header",
             );
         }
@@ -330,13 +364,17 @@ fn decode_whsec(value: &str) -> Option<Vec<u8>> {
     LENIENT.decode(b64).ok().filter(|k| !k.is_empty())
 }
 
+fn bad_template(message: String) -> Issue {
+    Issue::new("bad_template", message)
+}
+
 /// Parses a signed-content template: text with `{timestamp}` and
 /// `{header:NAME}` placeholders, ending in `{body}`.
-fn template(t: &str) -> Result<Vec<verify::Part>, String> {
+fn template(t: &str) -> Result<Vec<verify::Part>, Issue> {
     let Some(before) = t.strip_suffix("{body}") else {
-        return Err(format!(
+        return Err(bad_template(format!(
             "signed template {t:?} must end with {{body}} (the body is signed last, as it streams)"
-        ));
+        )));
     };
     let mut parts = Vec::new();
     let mut rest = before;
@@ -346,16 +384,16 @@ fn template(t: &str) -> Result<Vec<verify::Part>, String> {
         }
         let close = rest[open..]
             .find('}')
-            .ok_or_else(|| format!("signed template {t:?} has an unclosed {{"))?;
+            .ok_or_else(|| bad_template(format!("signed template {t:?} has an unclosed {{")))?;
         let name = &rest[open + 1..open + close];
         parts.push(match name {
             "timestamp" => verify::Part::Timestamp,
             _ => match name.strip_prefix("header:") {
                 Some(h) if !h.is_empty() => verify::Part::Header(h.to_ascii_lowercase()),
                 _ => {
-                    return Err(format!(
+                    return Err(bad_template(format!(
                         "signed template {t:?}: unknown placeholder {{{name}}} (known: {{timestamp}}, {{header:NAME}}, {{body}} at the end)"
-                    ))
+                    )))
                 }
             },
         });

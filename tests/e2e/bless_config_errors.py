@@ -4,7 +4,9 @@ The file is the one source of truth for the config error cases: to add one,
 add a row with its `name` and `config` (or `config_text` for text that is
 not JSON; `sinks_repeat: N` gives the first source N empty sinks) and
 `"errors": []`, run this from the project root after `cargo build`, and
-review every message it writes before committing."""
+review every message it writes before committing. The codes of each row
+(its errors' scopes and codes, which the table test asserts) are written by
+`HOOKSTAMP_BLESS=1 cargo test --test table config_error_table`."""
 import json
 import os
 import subprocess
