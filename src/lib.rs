@@ -1,8 +1,9 @@
 //! hookstamp: webhook dedupe keys and ordering lanes, stamped in the proxy.
 //!
 //! Everything but `filter` is plain Rust with no proxy-wasm in it, so the
-//! native harness (`hookstamp check` / `hookstamp stamp`) and the tests run
-//! exactly the code the filter runs.
+//! native harness (`hookstamp check`, `stamp`, `explain`, `batch`) and the
+//! tests run exactly the code the filter runs. ARCHITECTURE.md maps the
+//! layers.
 
 pub mod affinity;
 pub mod budget;

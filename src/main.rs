@@ -1,6 +1,6 @@
 //! The native harness: runs the filter's exact logic without a proxy.
 
-mod found;
+mod locate;
 
 use hookstamp::config::{self, Loaded};
 use hookstamp::decide;
@@ -116,7 +116,7 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
     let name = path.to_string_lossy();
     let text =
         std::fs::read_to_string(&path).map_err(|e| format!("config: cannot read {name}: {e}"))?;
-    let found = match found::find(&text) {
+    let found = match locate::find(&text) {
         Ok(f) if f.is_empty() => {
             eprintln!("config: no hookstamp configuration in {name} (a plugin configuration, an Envoy bootstrap or listener, or Istio / Envoy Gateway manifests)");
             return Ok(ExitCode::from(1));

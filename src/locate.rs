@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 /// One configuration found in a file.
-pub struct Found {
+pub struct Located {
     /// Where: the document and the path within it.
     pub place: String,
     /// The plugin configuration, as JSON.
@@ -23,7 +23,7 @@ const WASM_FILTER: &str = "type.googleapis.com/envoy.extensions.filters.http.was
 
 /// Parses a file (JSON, or YAML with one or more documents) and finds every
 /// hookstamp configuration in it.
-pub fn find(text: &str) -> Result<Vec<Found>, String> {
+pub fn find(text: &str) -> Result<Vec<Located>, String> {
     let json_like = text.trim_start().starts_with(['{', '[']);
     let docs: Vec<Value> = match serde_json::from_str::<Value>(text) {
         Ok(v) => vec![v],
@@ -45,7 +45,7 @@ pub fn find(text: &str) -> Result<Vec<Found>, String> {
     for (i, doc) in docs.iter().enumerate() {
         let name = doc_name(doc, i, docs.len());
         if doc.get("sources").is_some() {
-            out.push(Found {
+            out.push(Located {
                 place: name.clone(),
                 config: doc.clone(),
                 env: Vec::new(),
@@ -55,7 +55,7 @@ pub fn find(text: &str) -> Result<Vec<Found>, String> {
         }
         // Istio's WasmPlugin and Envoy Gateway's policy: neither can hold
         // headers for a body.
-        let headless = |place: String, c: &Value| Found {
+        let headless = |place: String, c: &Value| Located {
             place,
             config: c.clone(),
             env: Vec::new(),
@@ -85,7 +85,7 @@ pub fn find(text: &str) -> Result<Vec<Found>, String> {
         // configuration, and checking it says what it lacks.
         if out.len() == before && doc.get("kind").is_none() && doc.get("static_resources").is_none()
         {
-            out.push(Found {
+            out.push(Located {
                 place: name,
                 config: doc.clone(),
                 env: Vec::new(),
@@ -114,7 +114,7 @@ fn doc_name(doc: &Value, i: usize, n: usize) -> String {
 
 /// Finds Wasm filter configurations (`@type` ...wasm.v3.Wasm) anywhere, and
 /// Envoy Gateway's `wasm` entries.
-fn walk(v: &Value, doc: &str, path: &str, out: &mut Vec<Found>) {
+fn walk(v: &Value, doc: &str, path: &str, out: &mut Vec<Located>) {
     match v {
         Value::Object(o) => {
             if o.get("@type").and_then(Value::as_str) == Some(WASM_FILTER) {
@@ -138,7 +138,7 @@ fn walk(v: &Value, doc: &str, path: &str, out: &mut Vec<Found>) {
 
 /// The plugin configuration of a Wasm filter's `config`, if it is ours
 /// (a configuration with `sources`).
-fn filter(config: Option<&Value>, doc: &str, path: &str) -> Option<Found> {
+fn filter(config: Option<&Value>, doc: &str, path: &str) -> Option<Located> {
     let c = config?;
     let conf = c.get("configuration")?;
     let value = match conf.get("value")? {
@@ -157,7 +157,7 @@ fn filter(config: Option<&Value>, doc: &str, path: &str) -> Option<Found> {
                 .collect()
         })
         .unwrap_or_default();
-    Some(Found {
+    Some(Located {
         place: format!("{doc} at {}", path.trim_start_matches('.')),
         config: value,
         env,
