@@ -51,6 +51,8 @@ pub struct Stamped<'a> {
     pub lane_keys_missing: Vec<(u16, Missing)>,
     /// The source reads the body, and it was over max_json_bytes.
     pub body_over_limit: bool,
+    /// What the keys found the body to be.
+    pub body: BodyState,
     /// The dedupe key was over its limit and is stamped as its hash.
     pub dedupe_key_hashed: bool,
     /// The sinks whose lane key was over its limit and is stamped as its
@@ -97,23 +99,7 @@ where
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    handle_at(cfg, method, path, headers, body, now)
-}
-
-/// `handle` at `now_s` (Unix seconds), the time signatures are checked at.
-pub fn handle_at<'a, N, V>(
-    cfg: &'a Config,
-    method: &str,
-    path: &'a str,
-    headers: &'a [(N, V)],
-    body: &'a [u8],
-    now_s: u64,
-) -> Outcome<'a>
-where
-    N: AsRef<str>,
-    V: AsRef<[u8]>,
-{
-    decide(cfg, method, path, headers, body, now_s).outcome
+    decide(cfg, method, path, headers, body, now).outcome
 }
 
 /// The decision for a complete request at `now_s` (Unix seconds).
@@ -237,6 +223,7 @@ pub fn stamp<'a>(
         }
         (true, Body::Bytes(b)) => read_body(src, header_keys, b),
     };
+    out.body = state;
     let values = key::Values {
         headers: header_keys,
         json: &json_found,

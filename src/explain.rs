@@ -6,9 +6,9 @@
 //! body has, what a JSON path stops at).
 
 use crate::config::{Config, Source};
-use crate::decide::{self, Body, Outcome};
+use crate::decide::{self, Body, Decision, Outcome};
 use crate::dedupe::MAX_DEDUPE_KEY;
-use crate::key::{KeySource, Missing};
+use crate::key::{BodyState, KeySource, Missing};
 use crate::lanes::MAX_LANE_KEY;
 use crate::route::{Route, Target};
 use crate::stamps;
@@ -58,7 +58,7 @@ where
         "route: {method} {path}: source '{}', tenant '{tenant}'",
         src.id
     ));
-    out.push(body_line(cfg, src, headers, body, decision.body));
+    out.push(body_line(cfg, src, body, &decision));
     if let Outcome::Reply(r) = &decision.outcome {
         out.push(format!(
             "signature: {}: refused, answered {} {}",
@@ -155,47 +155,44 @@ where
     out
 }
 
-fn body_line<N: AsRef<str>, V: AsRef<[u8]>>(
-    cfg: &Config,
-    src: &Source,
-    headers: &[(N, V)],
-    body: &[u8],
-    seen: Option<Body<'_>>,
-) -> String {
+fn body_line(cfg: &Config, src: &Source, body: &[u8], decision: &Decision) -> String {
     if !src.needs_body() {
         return "body: not read (the source's keys come from headers)".to_owned();
     }
-    if matches!(seen, Some(Body::OverLimit)) {
+    let n = body.len();
+    if matches!(decision.body, Some(Body::OverLimit)) {
         return format!(
-            "body: {} bytes, over max_json_bytes ({}): never read, JSON keys missing",
-            body.len(),
+            "body: {n} bytes, over max_json_bytes ({}): never read, JSON keys missing",
             cfg.max_json_bytes
         );
     }
-    if crate::form::is_form(crate::pairs::first_header(headers, "content-type"))
-        && (src.form_json.is_some() || !src.forms.is_empty())
-    {
-        let names: Vec<String> = crate::form::form_fields(body)
-            .iter()
-            .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
-            .collect();
-        return format!(
-            "body: {} bytes, form-encoded, fields: {}",
-            body.len(),
-            names.join(", ")
-        );
-    }
-    match crate::json::scan(body, &[]) {
-        Ok(_) => format!("body: {} bytes, JSON", body.len()),
-        Err(e) if e.offset >= body.len() => format!(
-            "body: {} bytes, not valid JSON: it ends before its value does",
-            body.len()
-        ),
-        Err(e) => format!(
-            "body: {} bytes, not valid JSON: the scan stops at byte {}",
-            body.len(),
-            e.offset
-        ),
+    let Outcome::Forward { stamped, .. } = &decision.outcome else {
+        return format!("body: {n} bytes");
+    };
+    match stamped.body {
+        BodyState::Unread => format!("body: {n} bytes, read for its signature only"),
+        BodyState::OverLimit => format!("body: {n} bytes, over max_json_bytes"),
+        BodyState::Form => {
+            let names: Vec<String> = crate::form::form_fields(body)
+                .iter()
+                .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+                .collect();
+            format!(
+                "body: {n} bytes, form-encoded, fields: {}",
+                names.join(", ")
+            )
+        }
+        BodyState::Json => format!("body: {n} bytes, JSON"),
+        // Where the scanner that read it stopped.
+        BodyState::NotJson => match crate::json::scan(body, &[]) {
+            Err(e) if e.offset < n => {
+                format!(
+                    "body: {n} bytes, not valid JSON: the scan stops at byte {}",
+                    e.offset
+                )
+            }
+            _ => format!("body: {n} bytes, not valid JSON: it ends before its value does"),
+        },
     }
 }
 

@@ -56,9 +56,10 @@ pub struct Values<'v, 'a> {
 }
 
 /// What became of a body, as its keys see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BodyState {
     /// Not read: the source's keys come from headers.
+    #[default]
     Unread,
     /// JSON, scanned.
     Json,

@@ -201,7 +201,7 @@ impl Request {
     fn answer(&self, cfg: &config::Config, now: Option<u64>) -> String {
         let (m, p, h, b) = (&self.method, &self.path, &self.headers, &self.body);
         let outcome = match now {
-            Some(t) => decide::handle_at(cfg, m, p, h, b, t),
+            Some(t) => decide::decide(cfg, m, p, h, b, t).outcome,
             None => decide::handle(cfg, m, p, h, b),
         };
         hookstamp::wire::outcome(&outcome).to_string()

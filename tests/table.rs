@@ -91,7 +91,7 @@ fn case_table() {
             let path = req["path"].as_str().unwrap();
             let body = body_of(req);
             let got = hookstamp::wire::outcome(&match now {
-                Some(t) => decide::handle_at(&loaded.config, method, path, &headers, &body, t),
+                Some(t) => decide::decide(&loaded.config, method, path, &headers, &body, t).outcome,
                 None => decide::handle(&loaded.config, method, path, &headers, &body),
             });
             if !agrees(&case["expect"], &got) {

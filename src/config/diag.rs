@@ -66,6 +66,17 @@ impl Issue {
     }
 }
 
+/// Every error a check found below a scope (a key expression reports each
+/// of its parts' problems, not only the first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issues(pub Vec<Issue>);
+
+impl From<Issue> for Issues {
+    fn from(i: Issue) -> Self {
+        Issues(vec![i])
+    }
+}
+
 impl fmt::Display for Issue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)

@@ -6,7 +6,7 @@
 use super::bounds::{
     within, MAX_KEY_DEPTH, MAX_KEY_TERMS, MAX_NAME_BYTES, MAX_PATH_SEGMENTS, MAX_SEPARATOR_BYTES,
 };
-use super::diag::Issue;
+use super::diag::{Issue, Issues};
 use super::fields::key_header;
 use super::reads::Reads;
 use crate::json::{self, Path};
@@ -33,7 +33,7 @@ pub fn expr(
     ctx: &KeyCtx,
     reads: &mut Reads,
     warn: &mut Vec<String>,
-) -> Result<KeySource, Issue> {
+) -> Result<KeySource, Issues> {
     let key = nested(obj, skip, ctx, reads, warn, 0)?;
     within(
         "headers, paths and form fields one key reads",
@@ -58,7 +58,7 @@ fn nested(
     reads: &mut Reads,
     warn: &mut Vec<String>,
     depth: usize,
-) -> Result<KeySource, Issue> {
+) -> Result<KeySource, Issues> {
     let fields: Vec<(&String, &Value)> = obj
         .iter()
         .filter(|(k, v)| !skip.contains(&k.as_str()) && !v.is_null())
@@ -69,7 +69,8 @@ fn nested(
         return Err(Issue::new(
             "bad_key",
             "a key takes exactly one of header, json, form, first or concat",
-        ));
+        )
+        .into());
     }
     let extra = |allowed: &[&str]| {
         fields
@@ -80,7 +81,7 @@ fn nested(
     };
     if has("header") {
         if let Some(e) = extra(&["header"]) {
-            return Err(e);
+            return Err(e.into());
         }
         let h = obj
             .get("header")
@@ -92,23 +93,21 @@ fn nested(
     }
     if has("json") {
         if let Some(e) = extra(&["json", "integer"]) {
-            return Err(e);
+            return Err(e.into());
         }
         let path = json_path(obj.get("json").unwrap_or(&Value::Null), warn)?;
         let integer = match obj.get("integer") {
             None | Some(Value::Null) => ctx.integers,
             Some(Value::Bool(b)) => *b || ctx.integers,
             Some(other) => {
-                return Err(bad_key(format!(
-                    "integer must be true or false, got {other}"
-                )))
+                return Err(bad_key(format!("integer must be true or false, got {other}")).into())
             }
         };
         return Ok(reads.path(path, integer));
     }
     if has("form") {
         if let Some(e) = extra(&["form"]) {
-            return Err(e);
+            return Err(e.into());
         }
         match obj.get("form") {
             Some(Value::String(f)) if !f.is_empty() => {
@@ -119,7 +118,8 @@ fn nested(
                 return Err(bad_key(format!(
                     "form must be a non-empty field name, got {}",
                     show(other)
-                )))
+                ))
+                .into())
             }
         }
     }
@@ -130,10 +130,10 @@ fn nested(
             ("concat", &["concat", "separator"])
         };
         if let Some(e) = extra(allowed) {
-            return Err(e);
+            return Err(e.into());
         }
         let Some(Value::Array(list)) = obj.get(name) else {
-            return Err(bad_key(format!("{name} must be a list of keys")));
+            return Err(bad_key(format!("{name} must be a list of keys")).into());
         };
         let (min, words) = if name == "first" {
             (1, "one key")
@@ -141,23 +141,33 @@ fn nested(
             (2, "two keys")
         };
         if list.len() < min {
-            return Err(bad_key(format!("{name} needs at least {words}")));
+            return Err(bad_key(format!("{name} needs at least {words}")).into());
         }
         if depth >= MAX_KEY_DEPTH {
             return Err(Issue::new(
                 "bound",
                 format!("first and concat nest at most {MAX_KEY_DEPTH} deep"),
-            ));
+            )
+            .into());
         }
         within(&format!("keys of a {name}"), MAX_KEY_TERMS, list.len())?;
+        // Every part is checked: each one's problems are reported.
         let mut parts = Vec::new();
+        let mut problems = Vec::new();
         for item in list {
-            let Some(o) = item.as_object() else {
-                return Err(bad_key(format!(
-                    "each key in {name} must be {FORMS}, got {item}"
-                )));
+            let part = match item.as_object() {
+                Some(o) => nested(o, &[], ctx, reads, warn, depth + 1),
+                None => {
+                    Err(bad_key(format!("each key in {name} must be {FORMS}, got {item}")).into())
+                }
             };
-            parts.push(nested(o, &[], ctx, reads, warn, depth + 1)?);
+            match part {
+                Ok(k) => parts.push(k),
+                Err(Issues(mut e)) => problems.append(&mut e),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Issues(problems));
         }
         if name == "first" {
             return Ok(KeySource::First(parts));
@@ -168,11 +178,13 @@ fn nested(
                 within("bytes of a separator", MAX_SEPARATOR_BYTES, s.len())?;
                 s.clone()
             }
-            Some(other) => return Err(bad_key(format!("separator must be a string, got {other}"))),
+            Some(other) => {
+                return Err(bad_key(format!("separator must be a string, got {other}")).into())
+            }
         };
         return Ok(KeySource::Concat(parts, sep));
     }
-    Err(bad_key(format!("a key must be {FORMS}")))
+    Err(bad_key(format!("a key must be {FORMS}")).into())
 }
 
 /// A malformed key expression.
@@ -206,7 +218,8 @@ pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, Issue> {
                     _ => {
                         return Err(bad_key(format!(
                             "json path {v} must be a list of non-empty keys"
-                        )))
+                        ))
+                        .into())
                     }
                 }
             }
@@ -215,7 +228,8 @@ pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, Issue> {
         other => {
             return Err(bad_key(format!(
                 "json path must be a dotted string or a list of keys, got {other}"
-            )))
+            ))
+            .into())
         }
     };
     within("segments of a json path", MAX_PATH_SEGMENTS, path.len())?;

@@ -1,6 +1,6 @@
 //! One sink's check: its type, ordering and ordering key.
 
-use super::diag::{Diags, Issue, Scope};
+use super::diag::{Diags, Issue, Issues, Scope};
 use super::fields::{distance, field, unknown_fields};
 use super::keys::KeyCtx;
 use super::reads::{stored, Reads, StoreHeaders};
@@ -93,8 +93,10 @@ pub(super) fn check_sink(
             }
             match k {
                 Ok(k) => Some(k),
-                Err(e) => {
-                    d.issue(&scope, e.within("ordering_key"));
+                Err(Issues(problems)) => {
+                    for e in problems {
+                        d.issue(&scope, e.within("ordering_key"));
+                    }
                     None
                 }
             }

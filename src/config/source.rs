@@ -2,7 +2,7 @@
 //! dedupe, signature, sinks and affinity.
 
 use super::bounds::{within, MAX_SINKS, MAX_TENANTS};
-use super::diag::{Diags, Issue, Scope};
+use super::diag::{Diags, Issue, Issues, Scope};
 use super::fields::{field, routing_of, unknown_fields, Env};
 use super::keys::KeyCtx;
 use super::reads::{Ordered, Reads, StoreHeaders};
@@ -253,7 +253,7 @@ pub(super) fn check_dedupe(
         header_ok: &|_| Ok(()),
     };
     let (key, ttl_ms) = match v {
-        Value::String(p) => (preset(p, reads), DEFAULT_TTL_MS),
+        Value::String(p) => (preset(p, reads).map_err(Issues::from), DEFAULT_TTL_MS),
         Value::Object(o) => {
             let mut ttl_ms = DEFAULT_TTL_MS;
             if let Some(t) = field(o, "ttl_ms") {
@@ -268,21 +268,23 @@ pub(super) fn check_dedupe(
             }
             let kinds = ["header", "json", "form", "first", "concat"];
             let key = match field(o, "preset") {
-                Some(Value::String(_)) if o.keys().any(|k| kinds.contains(&k.as_str())) => Err(
-                    Issue::new("bad_dedupe", "takes a preset or a key, not both"),
-                ),
+                Some(Value::String(_)) if o.keys().any(|k| kinds.contains(&k.as_str())) => {
+                    Err(Issue::new("bad_dedupe", "takes a preset or a key, not both").into())
+                }
                 Some(Value::String(p)) => {
                     unknown_fields(o, &["preset", "ttl_ms"], scope, d);
-                    preset(p, reads)
+                    preset(p, reads).map_err(Issues::from)
                 }
                 Some(other) => Err(Issue::new(
                     "bad_dedupe",
                     format!("preset must be a string, got {other}"),
-                )),
+                )
+                .into()),
                 None if o.keys().all(|k| k == "ttl_ms") => Err(Issue::new(
                     "bad_dedupe",
                     format!("needs a preset or a key: {}", super::keys::FORMS),
-                )),
+                )
+                .into()),
                 None => {
                     let mut warned = Vec::new();
                     let k = super::keys::expr(o, &["ttl_ms"], &ctx, reads, &mut warned);
@@ -295,17 +297,16 @@ pub(super) fn check_dedupe(
             (key, ttl_ms)
         }
         _ => (
-            Err(Issue::new(
-                "bad_dedupe",
-                "must be a preset name or an object",
-            )),
+            Err(Issue::new("bad_dedupe", "must be a preset name or an object").into()),
             DEFAULT_TTL_MS,
         ),
     };
     match key {
         Ok(k) => Some(Dedupe::new(k, ttl_ms)),
-        Err(e) => {
-            d.issue(scope, e);
+        Err(Issues(problems)) => {
+            for e in problems {
+                d.issue(scope, e);
+            }
             None
         }
     }
