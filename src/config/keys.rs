@@ -218,8 +218,7 @@ pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, Issue> {
                     _ => {
                         return Err(bad_key(format!(
                             "json path {v} must be a list of non-empty keys"
-                        ))
-                        .into())
+                        )))
                     }
                 }
             }
@@ -228,8 +227,7 @@ pub fn json_path(v: &Value, warn: &mut Vec<String>) -> Result<Path, Issue> {
         other => {
             return Err(bad_key(format!(
                 "json path must be a dotted string or a list of keys, got {other}"
-            ))
-            .into())
+            )))
         }
     };
     within("segments of a json path", MAX_PATH_SEGMENTS, path.len())?;
