@@ -21,6 +21,7 @@ pub mod key;
 pub mod lanes;
 pub mod lifecycle;
 pub mod metrics;
+pub mod names;
 pub mod pairs;
 pub mod path;
 pub mod reply;

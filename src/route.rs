@@ -6,7 +6,8 @@
 //! for segment) names a source; any other spelling of a path under the
 //! prefix is answered 404.
 
-use crate::config::{tenant_ok, Config, Source, DEFAULT_TENANT};
+use crate::config::{Config, Source, DEFAULT_TENANT};
+use crate::names::tenant_ok;
 use crate::path;
 use crate::reply::{self, Reply};
 

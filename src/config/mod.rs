@@ -19,6 +19,7 @@ use crate::affinity::Affinity;
 use crate::dedupe::Dedupe;
 use crate::json::Path;
 use crate::lanes::Lane;
+pub use crate::names::{source_id_ok, tenant_ok};
 use crate::verify::Verify;
 use std::collections::HashMap;
 
@@ -258,24 +259,6 @@ fn load_value(
         }
         _ => Err(diags.iter().map(Diag::to_string).collect()),
     }
-}
-
-/// An id: 1 to 64 bytes of `[A-Za-z0-9_-]` and `extra`.
-fn id_ok(s: &str, extra: &[u8]) -> bool {
-    (1..=64).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || extra.contains(&b))
-}
-
-/// A tenant: `[A-Za-z0-9_-]{1,64}`.
-pub fn tenant_ok(s: &str) -> bool {
-    id_ok(s, b"")
-}
-
-/// A source id: `[A-Za-z0-9._-]{1,64}`, but not `.` or `..`, which a
-/// server resolves as a path segment.
-pub fn source_id_ok(s: &str) -> bool {
-    id_ok(s, b".") && s != "." && s != ".."
 }
 
 #[cfg(test)]

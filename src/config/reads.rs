@@ -5,7 +5,6 @@
 
 use crate::json::Path;
 use crate::key::KeySource;
-use serde_json::Value;
 
 /// Headers that `store_headers: "all"` never stores.
 pub(super) const CREDENTIAL_HEADERS: &[&str] = &[
@@ -68,25 +67,12 @@ pub(super) fn intern<T: PartialEq>(table: &mut Vec<T>, item: T) -> usize {
 }
 
 /// How many sinks a source has, and which are ordered (even those whose
-/// lane an error dropped), for the affinity check's errors.
+/// lane an error dropped), for the affinity check's errors; noted as the
+/// sinks are checked.
+#[derive(Default)]
 pub(super) struct Ordered {
     pub count: usize,
     pub ordered: Vec<usize>,
-}
-
-impl Ordered {
-    pub(super) fn of(sinks: Option<&Value>) -> Self {
-        let list = sinks.and_then(Value::as_array).map_or(&[][..], |l| &l[..]);
-        Ordered {
-            count: list.len(),
-            ordered: list
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.get("ordered") == Some(&Value::Bool(true)))
-                .map(|(i, _)| i)
-                .collect(),
-        }
-    }
 }
 
 /// An ordering key's header must be stored with the hook: a replay

@@ -81,13 +81,18 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         .and_then(|v| check_dedupe(v, &Scope::Dedupe(id.clone()), &mut reads, d));
     let store = check_store_headers(field(obj, "store_headers"), &scope, d);
     let mut lanes = Vec::new();
+    let mut ordered = Ordered::default();
     match field(obj, "sinks") {
         None => {}
         Some(Value::Array(sinks)) => {
             if let Err(e) = within("sinks", MAX_SINKS, sinks.len()) {
                 d.issue(&scope, e);
             }
+            ordered.count = sinks.len();
             for (index, s) in sinks.iter().enumerate().take(MAX_SINKS) {
+                if s.get("ordered") == Some(&Value::Bool(true)) {
+                    ordered.ordered.push(index);
+                }
                 let ctx = SinkCtx {
                     id: &id,
                     index,
@@ -139,7 +144,6 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
             _ => None,
         })
         .flatten();
-    let ordered = Ordered::of(field(obj, "sinks"));
     let affinity = super::affinity::check(
         field(obj, "affinity"),
         ctx.affinity,

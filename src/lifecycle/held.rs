@@ -4,6 +4,7 @@
 
 use super::Plugin;
 use crate::budget;
+use crate::config::Source;
 use crate::verify::{self, Reason};
 use std::rc::Rc;
 
@@ -15,7 +16,10 @@ pub struct Held {
     /// The body length it declared, if any: the buffer never grows past it
     /// (it reserves nothing: bytes are charged as they arrive).
     pub declared: Option<usize>,
+    /// Its source's index in its plugin's config (and metrics).
     pub source: usize,
+    /// Whether the source's keys read the body (the filter then copies it).
+    pub keeps_body: bool,
     pub tenant: String,
     /// The values of the source's key headers (see `decide::header_keys`).
     pub header_keys: Vec<Option<Vec<u8>>>,
@@ -49,6 +53,11 @@ pub enum Check {
 }
 
 impl Held {
+    /// Its source, in its own plugin's config (where `source` came from).
+    pub fn source(&self) -> Option<&Source> {
+        self.plugin.config.sources.get(self.source)
+    }
+
     /// The bytes held for this request besides the body's buffer.
     pub fn overhead(&self) -> usize {
         let check = match &self.check {

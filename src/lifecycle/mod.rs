@@ -211,6 +211,7 @@ impl Vm {
             root,
             declared: None,
             source,
+            keeps_body: src.keeps_body(),
             tenant: tenant.to_owned(),
             header_keys: keys.iter().map(|k| k.map(<[u8]>::to_vec)).collect(),
             check,
@@ -268,7 +269,7 @@ impl Vm {
         if seen.saturating_add(size) > cfg.max_json_bytes {
             return data(finish(host, w, Kept::OverLimit));
         }
-        let keeps = cfg.sources.get(w.source).is_some_and(|s| s.keeps_body());
+        let keeps = w.keeps_body;
         let cap = w
             .declared
             .map_or(cfg.max_json_bytes, |d| d.min(cfg.max_json_bytes));
@@ -456,7 +457,7 @@ impl Vm {
         if !w.seen_body {
             bump(host, m.and_then(|m| m.body_never_seen), 1);
             if !w.plugin.hinted.replace(true) {
-                host.log(Level::Error, &never_seen(&w.plugin.config, w.source));
+                host.log(Level::Error, &never_seen(w));
             }
         }
         send(host, &reply::BODY_TIMEOUT)
@@ -488,15 +489,15 @@ impl std::fmt::Display for Failure {
 }
 
 /// Why a held request may never see its body: said once per plugin.
-fn never_seen(cfg: &Config, source: usize) -> String {
-    let id = cfg.sources.get(source).map_or("?", |s| s.id.as_str());
+fn never_seen(w: &Held) -> String {
+    let id = w.source().map_or("?", |s| s.id.as_str());
     format!(
         "source '{id}': a request held for its body got none within max_hold_ms ({} ms) and was \
          answered 408; if every body-keyed request ends this way, the filter runs without \
          allow_on_headers_stop_iteration: true (Envoy then never hands it the body; Istio's \
          WasmPlugin cannot set it): use the EnvoyFilter form, or header-keyed sources only \
          (hookstamp_body_never_seen_total counts these)",
-        cfg.max_hold_ms
+        w.plugin.config.max_hold_ms
     )
 }
 
@@ -574,16 +575,17 @@ enum Kept {
 
 /// Stamps a request, or answers it when its signature refuses it; the
 /// metrics counted.
-fn finish(host: &mut impl Host, w: Held, kept: Kept) -> HeadersStatus {
+fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
+    let check = std::mem::replace(&mut w.check, Check::Off);
     let plugin = &w.plugin;
-    let Some(src) = plugin.config.sources.get(w.source) else {
+    let Some(src) = w.source() else {
         return answer_internal(host, Some(plugin), &Failure::NoSource.to_string());
     };
     let body = match kept {
         Kept::Whole => Body::Bytes(&w.body),
         Kept::OverLimit => Body::OverLimit,
     };
-    let result = match (w.check, body) {
+    let result = match (check, body) {
         (Check::Off, _) => None,
         (_, Body::OverLimit) => Some(Err(Reason::OverLimit)),
         (Check::Failed(r), _) => Some(Err(r)),
