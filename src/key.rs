@@ -25,6 +25,17 @@ pub enum KeySource {
 }
 
 impl KeySource {
+    /// The header-table indices this expression reads.
+    pub fn headers(&self) -> Vec<usize> {
+        match self {
+            KeySource::Header(i) => vec![*i],
+            KeySource::Json { .. } | KeySource::Form(_) => Vec::new(),
+            KeySource::First(ks) | KeySource::Concat(ks, _) => {
+                ks.iter().flat_map(KeySource::headers).collect()
+            }
+        }
+    }
+
     /// Whether any part reads the body.
     pub fn reads_body(&self) -> bool {
         match self {

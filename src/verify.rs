@@ -98,6 +98,38 @@ impl Scheme {
     }
 }
 
+impl Verify {
+    /// The headers (lowercase) whose values the signature covers, besides
+    /// the signature header itself. A key read from any other header is
+    /// the sender's to choose, even on a verified request.
+    pub fn signed_headers(&self) -> Vec<String> {
+        let names: &[&str] = match &self.scheme {
+            Scheme::Stripe | Scheme::Github | Scheme::Shopify => &[],
+            Scheme::Slack => &["x-slack-request-timestamp"],
+            Scheme::StandardWebhooks => &["webhook-id", "webhook-timestamp"],
+            Scheme::Svix => &[
+                "svix-id",
+                "svix-timestamp",
+                "webhook-id",
+                "webhook-timestamp",
+            ],
+            Scheme::Custom(c) => {
+                let mut out: Vec<String> = c
+                    .signed
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Header(h) => Some(h.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                out.extend(c.timestamp_header.clone());
+                return out;
+            }
+        };
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+}
+
 /// What to do with a request whose signature does not verify.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnFailure {

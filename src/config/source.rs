@@ -144,6 +144,18 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
             _ => None,
         })
         .flatten();
+    if let Some(v) = &verify {
+        unsigned_key_headers(v, dedupe.as_ref(), &lanes, &reads.headers, &id, d);
+        let shared = matches!(v.secrets, crate::verify::Secrets::All(_));
+        if shared && routing.tenant_path() && tenants.is_none() {
+            d.warn(
+                &Scope::Verify(id.clone()),
+                "shared_secrets",
+                "one secret list on a tenant_path route accepts a hook signed for one tenant as any \
+                 other's (a new idempotency key each time): give per-tenant secrets or a tenants list",
+            );
+        }
+    }
     let affinity = super::affinity::check(
         field(obj, "affinity"),
         ctx.affinity,
@@ -317,6 +329,48 @@ pub(super) fn check_dedupe(
 }
 
 /// A dedupe preset's key.
+/// Warns of each key a verified source reads from a header its signature
+/// does not cover: a captured delivery replays, verified, with any value of
+/// it (a fresh dedupe key each time, or a chosen lane).
+fn unsigned_key_headers(
+    v: &crate::verify::Verify,
+    dedupe: Option<&Dedupe>,
+    lanes: &[crate::lanes::Lane],
+    headers: &[String],
+    id: &str,
+    d: &mut Diags,
+) {
+    let signed = v.signed_headers();
+    let mut warn = |k: &KeySource, scope: Scope, what: &str| {
+        for h in k.headers() {
+            let Some(name) = headers.get(h) else { continue };
+            if !signed.contains(name) {
+                d.warn(
+                    &scope,
+                    "unsigned_key_header",
+                    format!(
+                        "{what} is read from header {name}, which the signature does not cover: \
+                         a captured delivery replays, verified, with any value of it (see README Security)"
+                    ),
+                );
+            }
+        }
+    };
+    if let Some(dd) = dedupe {
+        warn(&dd.key, Scope::Dedupe(id.to_owned()), "the dedupe key");
+    }
+    for lane in lanes {
+        if let Some(k) = &lane.key {
+            let scope = Scope::Sink {
+                source: id.to_owned(),
+                index: usize::from(lane.sink),
+                kind: None,
+            };
+            warn(k, scope, "the ordering key");
+        }
+    }
+}
+
 pub(super) fn preset(p: &str, reads: &mut Reads) -> Result<KeySource, Issue> {
     match dedupe::preset(p) {
         Some(PresetKey::Headers(hs)) => {

@@ -193,6 +193,19 @@ fn secret_list(
             .as_object()
             .map(|o| (o.len(), o.get("env"), o.get("value")))
         {
+            // A secret written where the variable's name goes is neither
+            // looked up nor shown.
+            Some((1, Some(Value::String(name)), None)) if !env_name_ok(name) => {
+                d.push(
+                    scope,
+                    "bad_env_name",
+                    format!(
+                        "{place}: env must name an environment variable ([A-Za-z_][A-Za-z0-9_]*, not a whsec_ value); \
+                         what is there is not shown, in case it is the secret itself"
+                    ),
+                );
+                continue;
+            }
             Some((1, Some(Value::String(name)), None)) => match env(name) {
                 Some(v) if !v.is_empty() => (v, format!("the environment variable {name}")),
                 _ => {
@@ -340,6 +353,15 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
                 "the signed template uses {timestamp}: set timestamp_header",
             );
         }
+        // A timestamp no signature covers: a day-old signature would pass
+        // with a fresh header.
+        if timestamp_header.is_some() && !uses_ts {
+            d.push(
+                scope,
+                "unsigned_timestamp",
+                "timestamp_header is set but the signed template has no {timestamp}: the signature would not cover the timestamp checked against tolerance_s",
+            );
+        }
     }
     Some(Custom {
         header: sig_header?,
@@ -362,6 +384,17 @@ fn decode_whsec(value: &str) -> Option<Vec<u8>> {
     );
     let b64 = value.strip_prefix("whsec_").unwrap_or(value);
     LENIENT.decode(b64).ok().filter(|k| !k.is_empty())
+}
+
+/// An environment variable's name, and not a secret's value in its place.
+fn env_name_ok(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !name.starts_with("whsec_")
+        && name.len() <= 128
 }
 
 fn bad_template(message: String) -> Issue {
