@@ -182,8 +182,7 @@ pub fn verdict(on_failure: OnFailure, result: Result<(), Reason>) -> Verdict {
     match (result, on_failure) {
         (Ok(()), _) => Verdict::Stamp(true),
         (Err(_), OnFailure::Flag) => Verdict::Stamp(false),
-        (Err(Reason::OverLimit), OnFailure::Reject) => Verdict::Refuse(reply::TOO_LARGE_TO_VERIFY),
-        (Err(_), OnFailure::Reject) => Verdict::Refuse(reply::INVALID_SIGNATURE),
+        (Err(reason), OnFailure::Reject) => Verdict::Refuse(reply::invalid_signature(reason)),
     }
 }
 

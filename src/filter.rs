@@ -166,7 +166,7 @@ impl Host for Proxy {
         let mut headers: Vec<(&str, &[u8])> = vec![("content-type", b"application/json")];
         headers.extend(reply.headers.iter().map(|(n, v)| (*n, v.as_bytes())));
         let headers = pairs::serialise(&headers);
-        let details = "hookstamp";
+        let details = reply.details;
         // SAFETY: the host reads each buffer within its length.
         let s = unsafe {
             abi::proxy_send_local_response(

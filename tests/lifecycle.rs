@@ -690,7 +690,10 @@ fn a_signature_is_computed_as_the_chunks_pass_without_holding_the_body() {
         chunk(&mut vm, &mut host, 2, body, true),
         DataStatus::StopNoBuffer
     );
-    assert_eq!(host.replies[0].1, reply::INVALID_SIGNATURE);
+    assert_eq!(
+        host.replies[0].1,
+        reply::invalid_signature(hookstamp::verify::Reason::Mismatch)
+    );
     assert_eq!(
         host.metric("hookstamp_signature_failures_total.source=gh;.reason=mismatch;"),
         1

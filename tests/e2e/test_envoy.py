@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 
@@ -180,13 +181,13 @@ def event(evt, size):
     return head + b"x" * (size - len(head) - 2) + b'"}'
 
 
-def stall(port, body, declared=True, sent=100):
+def stall(port, body, declared=True, sent=100, path="/webhooks/held"):
     """A connection that sends headers (a content-length, or chunked) and
     the first `sent` bytes of `body`, then stalls; the caller closes it."""
     s = socket.create_connection(("127.0.0.1", port))
     length = b"content-length: %d\r\n" % len(body) if declared else b"transfer-encoding: chunked\r\n"
     part = body[:sent] if declared else b"%x\r\n%s\r\n" % (sent, body[:sent])
-    s.sendall(b"POST /webhooks/held HTTP/1.1\r\nhost: hookstamp.test\r\n" + length + b"\r\n" + part)
+    s.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nhost: hookstamp.test\r\n" + length + b"\r\n" + part)
     return s
 
 
@@ -506,6 +507,13 @@ def test_shipped_bootstrap_hardening(env):
     wasm["vm_config"]["code"]["local"]["filename"] = str(proxy.WASM)
     ep = boot["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
     ep["endpoint"]["address"]["socket_address"]["port_value"] = env["up"].server_address[1]
+    # The shipped access log's format, written to a file the test reads.
+    hcm = lst["filter_chains"][0]["filters"][0]["typed_config"]
+    shipped = hcm["access_log"][0]["typed_config"]["log_format"]
+    access = Path(tempfile.mkdtemp()) / "access.log"
+    hcm["access_log"] = [{"name": "envoy.access_loggers.file", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+        "path": str(access), "log_format": shipped}}]
     e = proxy.Envoy(boot)
     try:
         def go(path, headers=(), body=b"{}"):
@@ -534,6 +542,23 @@ def test_shipped_bootstrap_hardening(env):
         hcm = lst["filter_chains"][0]["filters"][0]["typed_config"]
         assert (hcm["request_headers_timeout"], hcm["stream_idle_timeout"]) == ("5s", "15s")
         assert wasm["failure_policy"] == "FAIL_RELOAD"
+        # The access log: the filter's decision and why, a JSON line each.
+        assert go("/webhooks/nope", gh)[0] == 404
+        assert go("/webhooks/stripe?token=hush", [("X-Entity-Id", "e-9")],
+                  body=b'{"id":"evt_log","data":{"object":{"customer":"cus_log"}}}')[0] == 200
+        e.stop()
+        lines = [json.loads(l) for l in access.read_text().splitlines()]
+        by_path = {l["path"]: l for l in lines if l["status"] != 400}
+        assert by_path["/webhooks/nope"]["details"] == "hookstamp.unknown_source"
+        assert by_path["/webhooks/nope"]["status"] == 404
+        logged = by_path["/webhooks/stripe"]
+        assert (logged["source"], logged["dedupe_key"], logged["lane_0_key"]) == ("stripe", "evt_log", "cus_log")
+        assert by_path["/webhooks/github"]["dedupe_key"] == "d-ship"
+        # Envoy's own answers say so too: a path it refused before any filter.
+        assert {"status": 400, "details": "path_normalization_failed"}.items() <= \
+            next(l for l in lines if l["status"] == 400).items()
+        text = access.read_text()
+        assert "hush" not in text and "evil" not in text, "no query string, no client-sent stamp"
         monitors = {m["name"] for m in boot["overload_manager"]["resource_monitors"]}
         assert monitors == {"envoy.resource_monitors.fixed_heap",
                             "envoy.resource_monitors.global_downstream_max_connections"}
@@ -763,3 +788,46 @@ def test_githubs_own_example_payloads_as_json_and_as_a_form(env):
                 sent += 1
                 keyed += bool(want)
     assert sent > 600 and keyed > 500, (sent, keyed)
+
+
+def test_every_answer_of_the_filter_has_its_own_details_in_the_access_log():
+    """%RESPONSE_CODE_DETAILS% names each answer and, for a signature, why
+    it failed; the shipped access-log format prints it with the stamps."""
+    import yaml
+    shipped = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
+    hcm0 = shipped["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    fmt = hcm0["access_log"][0]["typed_config"]["log_format"]
+    cfg = {"max_hold_ms": 1000, "sources": [
+        {"id": "gh", "dedupe": "github", "verify": {"scheme": "github", "secrets": [{"env": "GH_DETAILS"}]}},
+        {"id": "b", "dedupe": {"json": "id"}}]}
+    up = upstream.start()
+    port = proxy.free_port()
+    boot = proxy.bootstrap({"d": (port, cfg)}, up.server_address[1], proxy.free_port(), env={"GH_DETAILS": "s"})
+    access = Path(tempfile.mkdtemp()) / "access.log"
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    hcm["access_log"] = [{"name": "envoy.access_loggers.file", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+        "path": str(access), "log_format": fmt}}]
+    e = proxy.Envoy(boot)
+    try:
+        cases = {
+            "missing": [],
+            "malformed": [("x-hub-signature-256", "sha1=00")],
+            "mismatch": [("x-hub-signature-256", "sha256=" + "0" * 64)],
+        }
+        for why, headers in cases.items():
+            status = proxy.request(port, "POST", f"/webhooks/gh?case={why}", headers + [("x-github-delivery", why)],
+                                   body=b"{}")[0]
+            assert status == 401
+        assert proxy.request(port, "POST", "/webhooks/none", [], body=b"{}")[0] == 404
+        assert proxy.request(port, "PUT", "/webhooks/gh", [], body=b"{}")[0] == 405
+        s = stall(port, b"{}" * 10, sent=2, path="/webhooks/b")
+        s.settimeout(5)
+        assert s.recv(4096).startswith(b"HTTP/1.1 408")
+        s.close()
+    finally:
+        e.stop()
+    details = [json.loads(l)["details"] for l in access.read_text().splitlines()]
+    assert details == ["hookstamp.invalid_signature.missing", "hookstamp.invalid_signature.malformed",
+                       "hookstamp.invalid_signature.mismatch", "hookstamp.unknown_source",
+                       "hookstamp.method_not_allowed", "hookstamp.body_timeout"], details
