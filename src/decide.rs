@@ -156,9 +156,16 @@ where
         },
         _ => None,
     };
+    let mut stamped = stamp(src, tenant, &header_keys(src, headers), body, verified);
+    // The filter holds, and so seals, the whole body of a source that reads it.
+    let held = match body {
+        Body::Bytes(b) if src.needs_body() => Some(crate::seal::body_hash(b)),
+        _ => None,
+    };
+    add_seal(cfg, now_s, method, path, &mut stamped, held.as_ref());
     let outcome = Outcome::Forward {
         source: index,
-        stamped: stamp(src, tenant, &header_keys(src, headers), body, verified),
+        stamped,
     };
     Decision {
         route,
@@ -166,6 +173,24 @@ where
         signature,
         outcome,
     }
+}
+
+/// Adds the seal, last, where the config has a seal key: over the method,
+/// the path as sent, every stamp and the held body's hash (see `seal`).
+pub fn add_seal(
+    cfg: &Config,
+    now_s: u64,
+    method: &str,
+    path: &str,
+    stamped: &mut Stamped<'_>,
+    body: Option<&[u8; 32]>,
+) {
+    let Some(key) = cfg.seal.as_ref().and_then(|k| k.first()) else {
+        return;
+    };
+    let stamps = stamped.headers.iter().map(|(n, v)| (*n, v.as_ref()));
+    let value = crate::seal::seal(&key.0, now_s, method, path, stamps, body);
+    stamped.headers.push((stamps::SEAL, Cow::Owned(value)));
 }
 
 /// What becomes of a verified source's request.

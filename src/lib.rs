@@ -26,6 +26,7 @@ pub mod pairs;
 pub mod path;
 pub mod reply;
 pub mod route;
+pub mod seal;
 pub mod stamps;
 pub mod strip;
 pub mod verify;

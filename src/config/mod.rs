@@ -78,6 +78,9 @@ pub struct Config {
     /// budget is fuller than `budget::trim_to`, the tick answers the
     /// largest slow ones 408.
     pub slow_body_ms: u64,
+    /// The stamp seal's keys (the first seals), if the queue wants sealed
+    /// stamps (see `seal`).
+    pub seal: Option<Vec<crate::verify::Secret>>,
     pub delivery: Delivery,
     pub sources: Vec<Source>,
     by_id: HashMap<String, usize>,

@@ -31,6 +31,7 @@ pub(super) const TOP_LEVEL: &[&str] = &[
     "slow_body_ms",
     "delivery",
     "affinity",
+    "seal",
     "sources",
 ];
 
@@ -114,6 +115,7 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
             false
         }
     };
+    let seal = field(obj, "seal").and_then(|v| check_seal(v, env, d));
     let mut sources = Vec::new();
     // Each checked source's place in the list, for errors that name two.
     let mut places = Vec::new();
@@ -162,10 +164,35 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         max_held_bytes: usize::try_from(max_held_bytes).unwrap_or(usize::MAX),
         max_hold_ms,
         slow_body_ms,
+        seal,
         delivery,
         sources,
         by_id,
     })
+}
+
+/// The stamp seal's keys: `{"keys": [{"env": NAME}, ...]}`, the first the
+/// filter seals with (the queue accepts any, for rotation).
+fn check_seal(v: &Value, env: Env, d: &mut Diags) -> Option<Vec<crate::verify::Secret>> {
+    let Some(obj) = v.as_object() else {
+        d.push(
+            &Scope::Config,
+            "not_an_object",
+            "seal must be an object: {\"keys\": [{\"env\": NAME}, ...]}",
+        );
+        return None;
+    };
+    unknown_fields(obj, &["keys"], &Scope::Config, d);
+    let Some(Value::Array(list)) = field(obj, "keys") else {
+        d.push(
+            &Scope::Config,
+            "missing_secrets",
+            "seal.keys is required: a list of {\"env\": NAME}",
+        );
+        return None;
+    };
+    let keys = super::verify::secret_list(list, "seal.keys", false, &Scope::Config, env, d);
+    (!keys.is_empty()).then_some(keys)
 }
 
 /// A prefix whose canonical spelling is its normalised view, lowercase

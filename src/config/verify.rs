@@ -168,7 +168,7 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-fn secret_list(
+pub(super) fn secret_list(
     list: &[Value],
     at: &str,
     whsec: bool,

@@ -25,6 +25,12 @@ pub struct Held {
     pub header_keys: Vec<Option<Vec<u8>>>,
     /// Its signature check, for a source with `verify`.
     pub check: Check,
+    /// With a seal key: the method and the path as sent, which the seal
+    /// covers (empty without one), and for a source that reads the body,
+    /// its hash as the chunks pass.
+    pub method: String,
+    pub path: String,
+    pub digest: Option<Box<sha2::Sha256>>,
     pub spoofed: usize,
     pub body: Vec<u8>,
     /// When its headers came, in wall-clock milliseconds.
@@ -68,6 +74,12 @@ impl Held {
             + std::mem::size_of::<Self>()
             + budget::PER_REQUEST
             + self.tenant.len()
+            + self.method.len()
+            + self.path.len()
+            + self
+                .digest
+                .as_ref()
+                .map_or(0, |_| std::mem::size_of::<sha2::Sha256>())
             + self
                 .header_keys
                 .iter()

@@ -188,6 +188,7 @@ impl Vm {
             });
         };
         let keys = decide::header_keys(src, &headers);
+        let sealed = cfg.seal.is_some();
         // The clock only where a body is waited for (a deadline) or a
         // signature checked: a header-only source makes no such host call.
         let now = if src.needs_body() { host.now_ms() } else { 0 };
@@ -215,6 +216,19 @@ impl Vm {
             tenant: tenant.to_owned(),
             header_keys: keys.iter().map(|k| k.map(<[u8]>::to_vec)).collect(),
             check,
+            // What the seal covers; nothing is kept without one.
+            method: if sealed {
+                method.to_string()
+            } else {
+                String::new()
+            },
+            path: if sealed {
+                path.to_string()
+            } else {
+                String::new()
+            },
+            digest: (sealed && src.needs_body())
+                .then(|| Box::new(<sha2::Sha256 as sha2::Digest>::new())),
             spoofed,
             body: Vec::new(),
             deadline_ms: now.saturating_add(cfg.max_hold_ms),
@@ -285,6 +299,9 @@ impl Vm {
             Ok(chunk) => {
                 if let Check::Running(p) = &mut w.check {
                     p.update(&chunk);
+                }
+                if let Some(h) = &mut w.digest {
+                    sha2::Digest::update(h.as_mut(), &chunk);
                 }
                 w.seen_bytes = seen + chunk.len();
                 if keeps {
@@ -577,10 +594,12 @@ enum Kept {
 /// metrics counted.
 fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
     let check = std::mem::replace(&mut w.check, Check::Off);
+    let digest = w.digest.take();
     let plugin = &w.plugin;
     let Some(src) = w.source() else {
         return answer_internal(host, Some(plugin), &Failure::NoSource.to_string());
     };
+    let kept_whole = matches!(kept, Kept::Whole);
     let body = match kept {
         Kept::Whole => Body::Bytes(&w.body),
         Kept::OverLimit => Body::OverLimit,
@@ -606,7 +625,23 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
         _ => None,
     };
     let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
-    let stamped = decide::stamp(src, &w.tenant, &keys, body, verified);
+    let mut stamped = decide::stamp(src, &w.tenant, &keys, body, verified);
+    if plugin.config.seal.is_some() {
+        // The whole body's hash where the filter held all of it.
+        let held = match (kept_whole, digest) {
+            (true, Some(h)) => Some(sha2::Digest::finalize(*h).into()),
+            _ => None,
+        };
+        let now_s = host.now_ms() / 1000;
+        decide::add_seal(
+            &plugin.config,
+            now_s,
+            &w.method,
+            &w.path,
+            &mut stamped,
+            held.as_ref(),
+        );
+    }
     for (name, value) in &stamped.headers {
         if let Err(e) = host.add_request_header(name, value) {
             return answer_internal(host, Some(plugin), &e.to_string());
