@@ -9,6 +9,8 @@ const models = {
   'extensions.istio.io/v1alpha1/WasmPlugin': '@kubernetes-models/istio/extensions.istio.io/v1alpha1/WasmPlugin',
   'networking.istio.io/v1alpha3/EnvoyFilter': '@kubernetes-models/istio/networking.istio.io/v1alpha3/EnvoyFilter',
   'networking.istio.io/v1/DestinationRule': '@kubernetes-models/istio/networking.istio.io/v1/DestinationRule',
+  'security.istio.io/v1/PeerAuthentication': '@kubernetes-models/istio/security.istio.io/v1/PeerAuthentication',
+  'security.istio.io/v1/AuthorizationPolicy': '@kubernetes-models/istio/security.istio.io/v1/AuthorizationPolicy',
   'gateway.envoyproxy.io/v1alpha1/EnvoyExtensionPolicy':
     '@kubernetes-models/envoy-gateway/gateway.envoyproxy.io/v1alpha1/EnvoyExtensionPolicy',
 };
