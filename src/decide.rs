@@ -281,8 +281,12 @@ pub fn stamp<'a>(
         }
     }
     let mut affinity: Option<Cow<'a, str>> = None;
+    // A forged hook (flag mode) never enters a customer's lane: every lane
+    // of an unverified request is keyless.
+    let unverified = verified == Some(false);
     for lane in &src.lanes {
-        let k = lane.key.as_ref().and_then(lookup).map(|raw| {
+        let key = lane.key.as_ref().filter(|_| !unverified);
+        let k = key.and_then(lookup).map(|raw| {
             if raw.len() > MAX_LANE_KEY {
                 out.lane_keys_hashed.push(lane.sink);
             }
@@ -304,8 +308,12 @@ pub fn stamp<'a>(
             }
             None => {
                 if let Some(ks) = &lane.key {
-                    out.lane_keys_missing
-                        .push((lane.sink, key::why(ks, &values)));
+                    let why = if unverified {
+                        Missing::Unverified
+                    } else {
+                        key::why(ks, &values)
+                    };
+                    out.lane_keys_missing.push((lane.sink, why));
                 }
                 let group = lanes::keyless_group(tenant, &src.id);
                 if node_local {

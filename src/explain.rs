@@ -295,6 +295,9 @@ fn missing_detail(src: &Source, k: &KeySource, why: Missing, json: Option<&Value
         }
         (Missing::NotJson, _) => "the body is not valid JSON (see the body line)".to_owned(),
         (Missing::OverLimit, _) => "the body was over max_json_bytes".to_owned(),
+        (Missing::Unverified, _) => {
+            "the signature did not verify: no key of the request is trusted".to_owned()
+        }
         (Missing::NotForm, _) => "the body is not form-encoded (by its content-type)".to_owned(),
         (Missing::Absent, KeySource::Form(i)) => {
             format!(

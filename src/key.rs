@@ -99,16 +99,20 @@ pub enum Missing {
     NotForm,
     /// The body was over max_json_bytes.
     OverLimit,
+    /// The signature did not verify (flag mode): no key of the request is
+    /// trusted, so it takes the keyless lane.
+    Unverified,
 }
 
 impl Missing {
-    pub const ALL: [Missing; 6] = [
+    pub const ALL: [Missing; 7] = [
         Missing::Absent,
         Missing::Empty,
         Missing::WrongType,
         Missing::NotJson,
         Missing::NotForm,
         Missing::OverLimit,
+        Missing::Unverified,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -119,6 +123,7 @@ impl Missing {
             Missing::NotJson => "not_json",
             Missing::NotForm => "not_form",
             Missing::OverLimit => "over_limit",
+            Missing::Unverified => "unverified",
         }
     }
 }

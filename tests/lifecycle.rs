@@ -748,11 +748,13 @@ fn flag_mode_forwards_a_forgery_without_its_dedupe_key() {
     );
     assert_eq!(stamp(&host, "x-hookstamp-dedupe-key"), None);
     assert_eq!(stamp(&host, "x-hookstamp-idempotency-key"), None);
+    // Nor its lane: a forgery never enters a customer's lane.
+    assert_eq!(stamp(&host, "x-hookstamp-lane-0-key").as_deref(), Some(""));
     assert_eq!(
-        stamp(&host, "x-hookstamp-lane-0-key").as_deref(),
-        Some("cus_1")
+        host.metric("hookstamp_lane_key_missing_total.source=st;.sink=0;.reason=unverified;"),
+        1
     );
-    // The genuine one claims its key.
+    // The genuine one claims its key and its lane.
     let (mut vm, mut host) = boot(VERIFY);
     let genuine = github_sig("k", body);
     let h = post("/webhooks/acme/st", &[("x-hub-signature-256", &genuine)]);

@@ -240,7 +240,8 @@ def expect(source, how):
     if flag:
         return {"action": "forward", "stamps": {"x-hookstamp-verified": "false", "x-hookstamp-dedupe-key": None,
                                                 "x-hookstamp-idempotency-key": None,
-                                                "x-hookstamp-lane-0-key": "" if how == "over_limit" else "cus_1"}}
+                                                # An unverified hook takes the keyless lane.
+                                                "x-hookstamp-lane-0-key": ""}}
     return {"action": "reject", "status": 413 if how == "over_limit" else 401}
 
 
