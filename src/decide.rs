@@ -156,12 +156,14 @@ where
         },
         _ => None,
     };
-    let mut stamped = stamp(src, tenant, &header_keys(src, headers), body, verified);
-    // The filter holds, and so seals, the whole body of a source that reads it.
+    // The filter holds the whole body of a source that reads it: its hash
+    // is a key (`sha256`) and the seal's.
     let held = match body {
         Body::Bytes(b) if src.needs_body() => Some(crate::seal::body_hash(b)),
         _ => None,
     };
+    let keys = header_keys(src, headers);
+    let mut stamped = stamp(src, tenant, &keys, body, held, verified);
     add_seal(cfg, now_s, method, path, &mut stamped, held.as_ref());
     let outcome = Outcome::Forward {
         source: index,
@@ -233,6 +235,7 @@ pub fn stamp<'a>(
     tenant: &'a str,
     header_keys: &[Option<&'a [u8]>],
     body: Body<'a>,
+    body_hash: Option<[u8; 32]>,
     verified: Option<bool>,
 ) -> Stamped<'a> {
     let mut out = Stamped {
@@ -240,6 +243,10 @@ pub fn stamp<'a>(
         ..Stamped::default()
     };
     let (json_found, form, state) = match (src.keeps_body(), body) {
+        (false, Body::OverLimit) if src.hashes_body => {
+            out.body_over_limit = true;
+            (Vec::new(), Vec::new(), BodyState::OverLimit)
+        }
         (false, _) => (Vec::new(), Vec::new(), BodyState::Unread),
         (true, Body::OverLimit) => {
             out.body_over_limit = true;
@@ -253,6 +260,7 @@ pub fn stamp<'a>(
         json: &json_found,
         form: &form,
         body: state,
+        body_sha256: body_hash.filter(|_| !matches!(body, Body::OverLimit)),
     };
     let lookup = |k: &KeySource| key::eval(k, &values);
     let h = &mut out.headers;

@@ -223,6 +223,7 @@ fn describe(src: &Source, k: &KeySource) -> String {
             "form field {}",
             src.forms.get(*i).map_or("?", String::as_str)
         ),
+        KeySource::BodySha256 => "the body's SHA-256".to_owned(),
         KeySource::First(ks) => {
             format!(
                 "the first of ({})",

@@ -22,6 +22,9 @@ pub enum KeySource {
     First(Vec<KeySource>),
     /// All of these, joined by the separator; no key if one is missing.
     Concat(Vec<KeySource>, String),
+    /// The lowercase hex SHA-256 of the whole body: a key the sender cannot
+    /// vary without breaking a signature over the body.
+    BodySha256,
 }
 
 impl KeySource {
@@ -29,7 +32,7 @@ impl KeySource {
     pub fn headers(&self) -> Vec<usize> {
         match self {
             KeySource::Header(i) => vec![*i],
-            KeySource::Json { .. } | KeySource::Form(_) => Vec::new(),
+            KeySource::Json { .. } | KeySource::Form(_) | KeySource::BodySha256 => Vec::new(),
             KeySource::First(ks) | KeySource::Concat(ks, _) => {
                 ks.iter().flat_map(KeySource::headers).collect()
             }
@@ -40,7 +43,7 @@ impl KeySource {
     pub fn reads_body(&self) -> bool {
         match self {
             KeySource::Header(_) => false,
-            KeySource::Json { .. } | KeySource::Form(_) => true,
+            KeySource::Json { .. } | KeySource::Form(_) | KeySource::BodySha256 => true,
             KeySource::First(ks) | KeySource::Concat(ks, _) => ks.iter().any(KeySource::reads_body),
         }
     }
@@ -64,6 +67,8 @@ pub struct Values<'v, 'a> {
     pub form: &'v [Option<Vec<u8>>],
     /// What became of the body (for the reason a key is missing).
     pub body: BodyState,
+    /// The whole body's SHA-256, where the filter saw all of it.
+    pub body_sha256: Option<[u8; 32]>,
 }
 
 /// What became of a body, as its keys see it.
@@ -153,6 +158,10 @@ pub fn why(k: &KeySource, v: &Values<'_, '_>) -> Missing {
             },
             _ => Missing::NotForm,
         },
+        KeySource::BodySha256 => match v.body {
+            BodyState::OverLimit => Missing::OverLimit,
+            _ => Missing::Absent,
+        },
         KeySource::First(ks) => ks.first().map_or(Missing::Absent, |k| why(k, v)),
         KeySource::Concat(ks, _) => ks
             .iter()
@@ -172,6 +181,7 @@ pub fn eval<'a>(k: &KeySource, v: &Values<'_, 'a>) -> Option<Cow<'a, [u8]>> {
             Found::Int(_) | Found::Other => return None,
         },
         KeySource::Form(i) => Cow::Owned(v.form.get(*i)?.as_ref()?.clone()),
+        KeySource::BodySha256 => Cow::Owned(hex::encode(v.body_sha256?).into_bytes()),
         KeySource::First(ks) => return ks.iter().find_map(|k| eval(k, v)),
         KeySource::Concat(ks, sep) => {
             let mut out = Vec::new();
@@ -223,6 +233,7 @@ mod tests {
             json: &json,
             form: &[Some(b"f".to_vec())],
             body: BodyState::Json,
+            body_sha256: Some([7; 32]),
         };
         let first = KeySource::First(vec![
             KeySource::Header(1),
@@ -273,5 +284,9 @@ mod tests {
             ..v
         };
         assert_eq!(why(&KeySource::Form(0), &not_form), Missing::NotForm);
+        assert_eq!(
+            eval(&KeySource::BodySha256, &v).as_deref(),
+            Some(hex::encode([7u8; 32]).as_bytes())
+        );
     }
 }

@@ -1148,3 +1148,29 @@ fn envoys_buffered_bytes_of_a_verified_body_are_counted() {
     }
     assert_eq!(vm.held_bytes(), before + 1000);
 }
+
+#[test]
+fn a_body_hash_key_is_computed_as_the_chunks_pass_without_copying_the_body() {
+    use sha2::Digest;
+    let (mut vm, mut host) = boot(
+        r#"{"max_json_bytes": 1000, "max_held_bytes": 4000,
+        "sources": [{"id": "h", "dedupe": {"sha256": "body"}}]}"#,
+    );
+    start(&mut vm, &mut host, 2, &post("/webhooks/h", &[]), false);
+    let before = vm.held_bytes();
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, b"abc", false),
+        DataStatus::StopAndWatermark
+    );
+    // Envoy's three bytes only: the filter keeps no copy.
+    assert_eq!(vm.held_bytes(), before + 3);
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, b"def", true),
+        DataStatus::Continue
+    );
+    let want = hex::encode(sha2::Sha256::digest(b"abcdef"));
+    assert_eq!(
+        stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+        Some(want.as_str())
+    );
+}

@@ -46,7 +46,10 @@ pub fn expr(
 /// How many headers, paths and form fields an expression reads.
 fn terms(k: &KeySource) -> usize {
     match k {
-        KeySource::Header(_) | KeySource::Json { .. } | KeySource::Form(_) => 1,
+        KeySource::Header(_)
+        | KeySource::Json { .. }
+        | KeySource::Form(_)
+        | KeySource::BodySha256 => 1,
         KeySource::First(ks) | KeySource::Concat(ks, _) => ks.iter().map(terms).sum(),
     }
 }
@@ -64,7 +67,7 @@ fn nested(
         .filter(|(k, v)| !skip.contains(&k.as_str()) && !v.is_null())
         .collect();
     let has = |k: &str| fields.iter().any(|(f, _)| f.as_str() == k);
-    let kinds = ["header", "json", "form", "first", "concat"];
+    let kinds = ["header", "json", "form", "sha256", "first", "concat"];
     if kinds.iter().filter(|k| has(k)).count() > 1 {
         return Err(Issue::new(
             "bad_key",
@@ -104,6 +107,20 @@ fn nested(
             }
         };
         return Ok(reads.path(path, integer));
+    }
+    if has("sha256") {
+        if let Some(e) = extra(&["sha256"]) {
+            return Err(e.into());
+        }
+        if obj.get("sha256").and_then(Value::as_str) != Some("body") {
+            return Err(bad_key(format!(
+                "sha256 takes \"body\" (the body's SHA-256), got {}",
+                show(obj.get("sha256"))
+            ))
+            .into());
+        }
+        reads.body_hash = true;
+        return Ok(KeySource::BodySha256);
     }
     if has("form") {
         if let Some(e) = extra(&["form"]) {

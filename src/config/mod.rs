@@ -110,6 +110,9 @@ pub struct Source {
     pub content_type: Option<usize>,
     /// Its signature verification, if any.
     pub verify: Option<Verify>,
+    /// Whether a key is the body's SHA-256 (`{"sha256": "body"}`): computed
+    /// as the chunks pass, the body not copied for it.
+    pub hashes_body: bool,
     /// On a `tenant_path` route, the only tenants it accepts (from
     /// `tenants`, or the tenants of per-tenant secrets); `None`: any.
     pub tenants: Option<Vec<String>>,
@@ -125,7 +128,7 @@ impl Source {
     /// key comes from it, or its signature covers it. A header-only source
     /// without verification is stamped at the headers.
     pub fn needs_body(&self) -> bool {
-        self.keeps_body() || self.verify.is_some()
+        self.keeps_body() || self.verify.is_some() || self.hashes_body
     }
 
     /// Whether the body must be copied into the VM: only for keys read in

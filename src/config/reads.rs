@@ -38,6 +38,8 @@ pub(super) struct Reads {
     pub(super) paths: Vec<Path>,
     pub(super) headers: Vec<String>,
     pub(super) forms: Vec<String>,
+    /// A key is the body's SHA-256.
+    pub(super) body_hash: bool,
 }
 
 impl Reads {

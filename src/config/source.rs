@@ -176,6 +176,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         form_json,
         content_type,
         verify,
+        hashes_body: reads.body_hash,
         tenants,
         affinity,
         routing,

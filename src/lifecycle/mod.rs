@@ -227,7 +227,7 @@ impl Vm {
             } else {
                 String::new()
             },
-            digest: (sealed && src.needs_body())
+            digest: ((sealed || src.hashes_body) && src.needs_body())
                 .then(|| Box::new(<sha2::Sha256 as sha2::Digest>::new())),
             spoofed,
             body: Vec::new(),
@@ -625,13 +625,14 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
         _ => None,
     };
     let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
-    let mut stamped = decide::stamp(src, &w.tenant, &keys, body, verified);
+    // The whole body's hash where the filter held all of it: a key
+    // (`sha256`) and the seal's.
+    let held: Option<[u8; 32]> = match (kept_whole, digest) {
+        (true, Some(h)) => Some(sha2::Digest::finalize(*h).into()),
+        _ => None,
+    };
+    let mut stamped = decide::stamp(src, &w.tenant, &keys, body, held, verified);
     if plugin.config.seal.is_some() {
-        // The whole body's hash where the filter held all of it.
-        let held = match (kept_whole, digest) {
-            (true, Some(h)) => Some(sha2::Digest::finalize(*h).into()),
-            _ => None,
-        };
         let now_s = host.now_ms() / 1000;
         decide::add_seal(
             &plugin.config,
