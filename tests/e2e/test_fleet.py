@@ -182,3 +182,77 @@ def test_fleet_bootstrap_validates():
     r = subprocess.run([proxy.envoy_bin(), "--mode", "validate", "-c", "envoy/fleet/envoy.yaml"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def gateway_bootstrap(port, admin, nodes):
+    """The Istio fleet's topology, emulated: an ingress gateway Envoy runs
+    the filter as envoy/istio/envoyfilter-gateway.yaml configures it (the
+    module a local file), and routes to the queue pods with the consistent
+    hash of envoy/istio/destinationrule.yaml (endpoints by address, as
+    Istio places them)."""
+    ef = yaml.safe_load((ROOT / "envoy" / "istio" / "envoyfilter-gateway.yaml").read_text())
+    wasm = next(p for p in ef["spec"]["configPatches"] if p["applyTo"] == "EXTENSION_CONFIG")["patch"]["value"]
+    wasm["typed_config"]["config"]["vm_config"]["code"] = {"local": {"filename": str(proxy.WASM)}}
+    dr = yaml.safe_load((ROOT / "envoy" / "istio" / "destinationrule.yaml").read_text())
+    ch = dr["spec"]["trafficPolicy"]["loadBalancer"]["consistentHash"]
+    return {
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin}}},
+        "static_resources": {
+            "listeners": [{
+                "name": "gateway",
+                "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+                "filter_chains": [{"filters": [{
+                    "name": "envoy.filters.network.http_connection_manager",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                        "stat_prefix": "gateway",
+                        "route_config": {"virtual_hosts": [{"name": "queue", "domains": ["*"], "routes": [{
+                            "match": {"prefix": "/"},
+                            "route": {"cluster": "queue", "hash_policy": [{"header": {"header_name": ch["httpHeaderName"]}}]}}]}]},
+                        "http_filters": [{"name": wasm["name"], "typed_config": wasm["typed_config"]},
+                                         {"name": "envoy.filters.http.router", "typed_config": {
+                                             "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}],
+                    }}]}],
+            }],
+            "clusters": [{
+                "name": "queue", "type": "STATIC", "connect_timeout": "1s", "lb_policy": "MAGLEV",
+                "maglev_lb_config": {"table_size": ch["maglev"]["tableSize"]},
+                "load_assignment": {"cluster_name": "queue", "endpoints": [{"lb_endpoints": [
+                    {"endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": n.server_address[1]}}}}
+                    for n in nodes]}]},
+            }],
+        },
+    }
+
+
+def test_the_istio_gateway_topology_keeps_lanes_on_one_pod_and_ignores_client_affinity():
+    nodes = [upstream.start() for _ in range(3)]
+    port = proxy.free_port()
+    e = proxy.Envoy(gateway_bootstrap(port, proxy.free_port(), nodes), concurrency=2)
+    try:
+        assert e.proc.poll() is None, e.log_text()[-3000:]
+
+        def send(lane, n, affinity):
+            tid = uuid.uuid4().hex
+            status, _, reply = proxy.request(port, "POST", "/webhooks/stripe", [("x-hookstamp-affinity", affinity)],
+                                             body=event(lane, n), test_id=tid)
+            assert status == 200, reply
+            node = next(i for i, nd in enumerate(nodes) if tid in nd.records)
+            stamps = dict(nodes[node].records[tid]["stamps"])
+            assert stamps["x-hookstamp-affinity"] != affinity, "the client's affinity is stripped"
+            return node
+
+        # Every hook of a lane on one pod, whatever affinity the client sends.
+        where = {lane: {send(lane, n, uuid.uuid4().hex) for n in range(4)} for lane in range(30)}
+        split = {lane: nodes_ for lane, nodes_ in where.items() if len(nodes_) != 1}
+        assert not split, split
+        # One affinity a client chose, on 30 lanes: they spread as their own
+        # lanes do; the client picks no pod.
+        chosen = {send(100 + lane, 0, "f" * 32) for lane in range(30)}
+        assert len(chosen) > 1, chosen
+        print(f"gateway: 30 lanes of 4 hooks, each on one pod; a client's fixed affinity on 30 lanes reached "
+              f"{len(chosen)} pods")
+    finally:
+        e.stop()
+        for n in nodes:
+            n.shutdown()
