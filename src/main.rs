@@ -152,6 +152,13 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
                 for w in &l.warnings {
                     eprintln!("{prefix}warning: {w}");
                 }
+                for name in inline_secrets(&f.config, &f.env) {
+                    eprintln!(
+                        "{prefix}warning: the secret variable {name} is given inline in the filter's \
+                         vm_config key_values: Envoy's /config_dump and its debug log show it; give it \
+                         through host_env_keys (Envoy's own environment) instead"
+                    );
+                }
                 println!("{prefix}{}", l.config.summary());
                 continue;
             }
@@ -169,6 +176,41 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         }
     }
     Ok(ExitCode::from(u8::from(failed)))
+}
+
+/// The secret variables (`{"env": NAME}` anywhere in the configuration)
+/// that the filter's `key_values` give inline, where Envoy shows them.
+fn inline_secrets(config: &serde_json::Value, key_values: &[(String, String)]) -> Vec<String> {
+    fn names(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(o) => {
+                if let (1, Some(serde_json::Value::String(n))) = (o.len(), o.get("env")) {
+                    out.push(n.clone());
+                }
+                o.values().for_each(|v| names(v, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| names(v, out)),
+            _ => {}
+        }
+    }
+    let parsed;
+    let config = match config {
+        serde_json::Value::String(s) => match serde_json::from_str(s) {
+            Ok(v) => {
+                parsed = v;
+                &parsed
+            }
+            Err(_) => return Vec::new(),
+        },
+        v => v,
+    };
+    let mut read = Vec::new();
+    names(config, &mut read);
+    read.sort();
+    read.dedup();
+    read.into_iter()
+        .filter(|n| key_values.iter().any(|(k, _)| k == n))
+        .collect()
 }
 
 /// A body source held under a WasmPlugin waits for a body Envoy never

@@ -20,6 +20,22 @@ pub(super) fn unknown_fields(
     d: &mut Diags,
 ) {
     for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+        // A name is shown; anything else might be a secret in the wrong place.
+        let name_like = k.len() <= 64
+            && !k.starts_with("whsec_")
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !name_like {
+            d.push(
+                scope,
+                "unknown_field",
+                format!(
+                    "an unknown field that is not a name (not shown, in case it is a secret; known: {})",
+                    known.join(", ")
+                ),
+            );
+            continue;
+        }
         d.push(
             scope,
             "unknown_field",

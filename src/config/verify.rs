@@ -45,7 +45,8 @@ pub fn check(
                 scope,
                 "unknown_scheme",
                 format!(
-                    "unknown scheme {p:?} (presets: {}; or a custom scheme object)",
+                    "unknown scheme {} (presets: {}; or a custom scheme object)",
+                    shown(&Value::String(p.clone())),
                     verify::PRESETS.join(", ")
                 ),
             );
@@ -56,7 +57,10 @@ pub fn check(
             d.push(
                 scope,
                 "bad_scheme",
-                format!("scheme must be a preset name or an object, got {other}"),
+                format!(
+                    "scheme must be a preset name or an object, got {}",
+                    kind(other)
+                ),
             );
             None
         }
@@ -69,7 +73,7 @@ pub fn check(
                 d.push(
                     scope,
                     "bad_tolerance",
-                    format!("tolerance_s must be a positive integer, got {t}"),
+                    format!("tolerance_s must be a positive integer, got {}", shown(t)),
                 );
                 DEFAULT_TOLERANCE_S
             }
@@ -154,6 +158,24 @@ pub fn check(
         tolerance_s,
         on_failure,
     })
+}
+
+/// A value under `verify`, as an error may show it: a number, or a short
+/// name-like string (a scheme's name); anything else only by its kind, in
+/// case it is a secret written in the wrong place.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.to_string(),
+        Value::String(s)
+            if s.len() <= 32
+                && !s.starts_with("whsec_")
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            format!("{s:?}")
+        }
+        other => kind(other).to_owned(),
+    }
 }
 
 /// A JSON value's kind, for errors about a field that may hold a secret.

@@ -831,3 +831,33 @@ def test_every_answer_of_the_filter_has_its_own_details_in_the_access_log():
     assert details == ["hookstamp.invalid_signature.missing", "hookstamp.invalid_signature.malformed",
                        "hookstamp.invalid_signature.mismatch", "hookstamp.unknown_source",
                        "hookstamp.method_not_allowed", "hookstamp.body_timeout"], details
+
+
+def test_check_warns_of_a_secret_given_inline_in_key_values_and_never_shows_it(tmp_path):
+    """Envoy's /config_dump and debug log show key_values: check names the
+    variable and recommends host_env_keys; the value appears nowhere."""
+    boot = proxy.bootstrap({"x": (proxy.free_port(), {"sources": [
+        {"id": "gh", "dedupe": "github", "verify": {"scheme": "github", "secrets": [{"env": "GH_INLINE"}]}},
+        {"id": "bad", "dedupe": "github", "verify": {"scheme": "github", "secrets": [{"env": "GH_INLINE"}],
+                                                    "whsec_c2VjcmV0LWluLWEtbmFtZQ": 1}}]})},
+        1, proxy.free_port(), env={"GH_INLINE": "the-inline-secret-value"})
+    f = tmp_path / "boot.json"
+    f.write_text(json.dumps(boot))
+    r = subprocess.run([str(ROOT / "target" / "debug" / "hookstamp"), "check", str(f)], capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "an unknown field that is not a name (not shown" in out
+    assert "whsec_c2VjcmV0LWluLWEtbmFtZQ" not in out and "the-inline-secret-value" not in out
+    del boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    good = json.loads(f.read_text())
+    cfg = good["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"][
+        "http_filters"][0]["typed_config"]["config"]["configuration"]
+    value = json.loads(cfg["value"])
+    value["sources"] = value["sources"][:1]
+    cfg["value"] = json.dumps(value)
+    f.write_text(json.dumps(good))
+    r = subprocess.run([str(ROOT / "target" / "debug" / "hookstamp"), "check", str(f)], capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "the secret variable GH_INLINE is given inline" in out and "host_env_keys" in out
+    assert "the-inline-secret-value" not in out
