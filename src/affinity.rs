@@ -11,8 +11,9 @@ const AFFINITY_DOMAIN: &[u8] = b"hookstamp.affinity.v1\0";
 /// What a source's affinity stamp carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Affinity {
-    /// The lane id of this ordered sink (its index among the source's
-    /// sinks): every hook of a lane on one node.
+    /// The lane of this ordered sink (its index among the source's sinks),
+    /// with the tenant (`lane_hex`): every hook of a tenant's lane on one
+    /// node.
     Lane(u16),
     /// The hash of (tenant, source, dedupe key): a provider's retries of
     /// one event on the node that saw it first; (tenant, source) when the
@@ -39,6 +40,26 @@ pub fn id(tenant: &str, source_id: &str, key: Option<&[u8]>) -> [u8; 16] {
     lanes::id16(AFFINITY_DOMAIN, &parts, key)
 }
 
+/// Domain separation for a lane's affinity id (v2: the tenant in it).
+const LANE_DOMAIN: &[u8] = b"hookstamp.affinity.v2\0";
+
+/// The affinity id of a tenant's lane, stamped as 32 lowercase hex: the
+/// first 16 bytes of SHA-256 over `"hookstamp.affinity.v2" 0x00 ||
+/// u16be(len tenant) || tenant || 0x01 || lane id` (its 16 bytes). The lane
+/// id leaves the tenant out (the queue keys a lane by the tenant beside
+/// it), so without the tenant here every tenant's keyless lane of a
+/// multi-tenant source would land on one node; with it, tenants spread and
+/// each tenant's lane stays on one node.
+pub fn lane_hex(tenant: &str, lane_id: &[u8; 16]) -> String {
+    // Tenants are checked to at most 64 bytes.
+    let t = tenant.len() as u16;
+    lanes::hex(&lanes::id16(
+        LANE_DOMAIN,
+        &[&t.to_be_bytes(), tenant.as_bytes()],
+        Some(lane_id),
+    ))
+}
+
 /// `id` in lowercase hex, as stamped.
 pub fn hex(tenant: &str, source_id: &str, key: Option<&[u8]>) -> String {
     lanes::hex(&id(tenant, source_id, key))
@@ -57,6 +78,19 @@ mod tests {
         assert_eq!(
             hex("acme", "stripe", None),
             "8006f687106fbf9ba9b308d41e0b5d73"
+        );
+        // A lane's affinity: the README's vectors, computed apart.
+        let cus = lanes::lane_id(0, "stripe", Some(b"cus_123"));
+        assert_eq!(lane_hex("acme", &cus), "45d7e9af9493e9e1a097845c1e77836d");
+        assert_eq!(lane_hex("globex", &cus), "f17e76b9691865bc60e38c35b3a2b6a1");
+        let keyless = lanes::lane_id(1, "stripe", None);
+        assert_eq!(
+            lane_hex("acme", &keyless),
+            "4ed257dffaed2a3b1c9fa8df82303769"
+        );
+        assert_eq!(
+            lane_hex("globex", &keyless),
+            "52f9258c2aa651e3fc7e1d9776ebaa68"
         );
     }
 }

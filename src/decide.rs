@@ -304,10 +304,11 @@ pub fn stamp<'a>(
         let node_local = src.affinity == Some(Affinity::Lane(lane.sink));
         match k {
             Some(k) => {
-                let id = lanes::hex(&lanes::lane_id(lane.sink, &src.id, Some(&k)));
+                let raw_id = lanes::lane_id(lane.sink, &src.id, Some(&k));
+                let id = lanes::hex(&raw_id);
                 let encoded = stamps::encode_key(&k);
                 if node_local {
-                    affinity = Some(Cow::Owned(id.clone()));
+                    affinity = Some(Cow::Owned(affinity::lane_hex(tenant, &raw_id)));
                 }
                 h.push((id_name, Cow::Owned(id)));
                 h.push((key_name, encoded.clone()));
@@ -325,7 +326,8 @@ pub fn stamp<'a>(
                 }
                 let group = lanes::keyless_group(tenant, &src.id);
                 if node_local {
-                    affinity = Some(Cow::Borrowed(&lane.keyless_id));
+                    let raw_id = lanes::lane_id(lane.sink, &src.id, None);
+                    affinity = Some(Cow::Owned(affinity::lane_hex(tenant, &raw_id)));
                 }
                 h.push((id_name, Cow::Borrowed(&lane.keyless_id)));
                 h.push((key_name, Cow::Borrowed("")));
