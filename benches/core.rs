@@ -203,7 +203,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn stamp(cfg: &Config, path: &str, headers: &[(&str, &str)], body: &[u8]) {
-    black_box(decide::handle(cfg, "POST", path, headers, black_box(body)));
+    black_box(decide::decide(cfg, "POST", path, headers, black_box(body), 0).outcome);
 }
 
 fn main() {
@@ -259,13 +259,15 @@ fn main() {
     ] {
         let body = event(size);
         // Same answers, or the comparison means nothing.
-        let r = decide::handle(
+        let r = decide::decide(
             &stripe,
             "POST",
             "/webhooks/stripe",
             &[] as &[(&str, &str)],
             &body,
-        );
+            0,
+        )
+        .outcome;
         let json = hookstamp::wire::outcome(&r).to_string();
         let (id, cus) = baseline(&body);
         let (id, cus) = (id.unwrap(), cus.unwrap());
@@ -312,7 +314,7 @@ fn main() {
         );
     }
     println!(
-        "\nhookstamp ns: route + JSON scan + keys + lane ids + stamp encoding (decide::handle)."
+        "\nhookstamp ns: route + JSON scan + keys + lane ids + stamp encoding (decide::decide)."
     );
     println!("scan ns: the JSON scan alone (json::extract over the source's paths); `vs walker` is walker / scan.");
     // What the walker does not do, that the scanner must (the contract).

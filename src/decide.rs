@@ -83,23 +83,12 @@ pub struct Decision<'a> {
     pub outcome: Outcome<'a>,
 }
 
-/// Routes and stamps a complete request, as the native harness sees it,
-/// at the system clock's time.
-pub fn handle<'a, N, V>(
-    cfg: &'a Config,
-    method: &str,
-    path: &'a str,
-    headers: &'a [(N, V)],
-    body: &'a [u8],
-) -> Outcome<'a>
-where
-    N: AsRef<str>,
-    V: AsRef<[u8]>,
-{
-    let now = std::time::SystemTime::now()
+/// The system clock in Unix seconds, the time the native harness checks
+/// signatures and seals at (the filter takes the proxy's clock).
+pub fn now_s() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    decide(cfg, method, path, headers, body, now).outcome
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The decision for a complete request at `now_s` (Unix seconds).

@@ -244,7 +244,7 @@ impl Request {
         let (m, p, h, b) = (&self.method, &self.path, &self.headers, &self.body);
         let outcome = match now {
             Some(t) => decide::decide(cfg, m, p, h, b, t).outcome,
-            None => decide::handle(cfg, m, p, h, b),
+            None => decide::decide(cfg, m, p, h, b, decide::now_s()).outcome,
         };
         hookstamp::wire::outcome(&outcome).to_string()
     }

@@ -92,7 +92,17 @@ fn case_table() {
             let body = body_of(req);
             let got = hookstamp::wire::outcome(&match now {
                 Some(t) => decide::decide(&loaded.config, method, path, &headers, &body, t).outcome,
-                None => decide::handle(&loaded.config, method, path, &headers, &body),
+                None => {
+                    decide::decide(
+                        &loaded.config,
+                        method,
+                        path,
+                        &headers,
+                        &body,
+                        decide::now_s(),
+                    )
+                    .outcome
+                }
             });
             if !agrees(&case["expect"], &got) {
                 failures.push(format!(

@@ -33,8 +33,9 @@ pub fn check<'a>(
     body: &'a [u8],
 ) -> Outcome<'a> {
     check_route(cfg, method, path);
-    let a = decide::handle(cfg, method, path, headers, body);
-    let b = decide::handle(cfg, method, path, headers, body);
+    let now = decide::now_s();
+    let a = decide::decide(cfg, method, path, headers, body, now).outcome;
+    let b = decide::decide(cfg, method, path, headers, body, now).outcome;
     assert_eq!(a, b, "the same request must give the same stamps");
     let Outcome::Forward { source, stamped } = &a else {
         return a;

@@ -861,3 +861,35 @@ def test_check_warns_of_a_secret_given_inline_in_key_values_and_never_shows_it(t
     assert r.returncode == 0, out
     assert "the secret variable GH_INLINE is given inline" in out and "host_env_keys" in out
     assert "the-inline-secret-value" not in out
+
+
+def test_rate_limits_on_the_stamps_with_envoys_local_ratelimit(env):
+    """envoy/ratelimit/local_ratelimit.yaml in envoy/envoy.yaml: a source's
+    and a tenant's hooks are limited by the stamps the filter added, never by
+    a client's claim; the others pass."""
+    import yaml
+    boot = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
+    snippet = yaml.safe_load((ROOT / "envoy" / "ratelimit" / "local_ratelimit.yaml").read_text())
+    port, admin = proxy.free_port(), proxy.free_port()
+    boot["admin"]["address"]["socket_address"]["port_value"] = admin
+    lst = boot["static_resources"]["listeners"][0]
+    lst["address"]["socket_address"]["port_value"] = port
+    hcm = lst["filter_chains"][0]["filters"][0]["typed_config"]
+    hcm.pop("access_log")
+    hcm["http_filters"][0]["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"] = str(proxy.WASM)
+    hcm["http_filters"].insert(1, snippet["http_filter"])
+    hcm["route_config"]["virtual_hosts"][0]["routes"][0]["route"]["rate_limits"] = snippet["route_rate_limits"]
+    ep = boot["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+    ep["endpoint"]["address"]["socket_address"]["port_value"] = env["up"].server_address[1]
+    e = proxy.Envoy(boot)
+    try:
+        def post(path, headers, body=b"{}"):
+            return proxy.request(port, "POST", path, headers, body=body)[0]
+        github = [post("/webhooks/github", [("X-GitHub-Delivery", f"d-rl{i}"), ("x-hookstamp-source", "stripe")])
+                  for i in range(5)]
+        assert github == [200, 200, 200, 429, 429], github
+        event = b'{"id":"evt_rl","data":{"object":{"customer":"cus_rl"}}}'
+        acme = [post("/webhooks/stripe", [("x-hookstamp-tenant", "globex")], event) for _ in range(4)]
+        assert acme == [200, 200, 429, 429], "the stamped tenant (acme), not the client's claim (globex)"
+    finally:
+        e.stop()
