@@ -25,11 +25,21 @@ pub struct Error {
 struct Reader<'a> {
     b: &'a [u8],
     i: usize,
+    /// Where `b` starts in the whole buffer: every error's offset is the
+    /// whole buffer's.
+    base: usize,
 }
 
 impl<'a> Reader<'a> {
+    fn new(b: &'a [u8], base: usize) -> Self {
+        Reader { b, i: 0, base }
+    }
+
     fn fail<T>(&self, what: &'static str) -> Result<T, Error> {
-        Err(Error { at: self.i, what })
+        Err(Error {
+            at: self.base + self.i,
+            what,
+        })
     }
 
     fn varint(&mut self) -> Result<u64, Error> {
@@ -57,10 +67,13 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn len_delimited(&mut self) -> Result<&'a [u8], Error> {
+    /// A length-delimited field's bytes, and where they start in the whole
+    /// buffer.
+    fn len_delimited(&mut self) -> Result<(&'a [u8], usize), Error> {
         let n = self.varint()?;
         let n = usize::try_from(n).or_else(|_| self.fail("length too large"))?;
-        self.bytes(n)
+        let start = self.base + self.i;
+        Ok((self.bytes(n)?, start))
     }
 
     /// (field number, wire type) of the next tag.
@@ -90,21 +103,29 @@ pub fn decode(b: &[u8]) -> Result<Value, Error> {
     strukt(b, 0, 0)
 }
 
-fn sub(at: usize, e: Error) -> Error {
+fn too_deep(at: usize) -> Error {
     Error {
-        at: at + e.at,
-        what: e.what,
+        at,
+        what: "nested too deep",
     }
+}
+
+/// UTF-8 text of a field whose bytes start at `start`; an error at its
+/// first byte that is not.
+fn text(raw: &[u8], start: usize, what: &'static str) -> Result<String, Error> {
+    std::str::from_utf8(raw)
+        .map(str::to_owned)
+        .map_err(|e| Error {
+            at: start + e.valid_up_to(),
+            what,
+        })
 }
 
 fn strukt(b: &[u8], base: usize, depth: usize) -> Result<Value, Error> {
     if depth > MAX_DEPTH {
-        return Err(Error {
-            at: base,
-            what: "nested too deep",
-        });
+        return Err(too_deep(base));
     }
-    let mut r = Reader { b, i: 0 };
+    let mut r = Reader::new(b, base);
     let mut map = Map::new();
     while !r.done() {
         let (field, wire) = r.tag()?;
@@ -112,35 +133,28 @@ fn strukt(b: &[u8], base: usize, depth: usize) -> Result<Value, Error> {
             r.skip(wire)?;
             continue;
         }
-        let at = r.i;
-        let entry = r.len_delimited()?;
-        let (k, v) = map_entry(entry, base + at, depth).map_err(|e| sub(0, e))?;
+        let (entry, start) = r.len_delimited()?;
+        let (k, v) = map_entry(entry, start, depth)?;
         map.insert(k, v);
     }
     Ok(Value::Object(map))
 }
 
 fn map_entry(b: &[u8], base: usize, depth: usize) -> Result<(String, Value), Error> {
-    let mut r = Reader { b, i: 0 };
+    let mut r = Reader::new(b, base);
     let (mut key, mut value) = (String::new(), Value::Null);
     while !r.done() {
         let (field, wire) = r.tag()?;
         match (field, wire) {
             (1, 2) => {
-                let raw = r.len_delimited()?;
-                key = std::str::from_utf8(raw)
-                    .map_err(|_| Error {
-                        at: base + r.i,
-                        what: "a key is not UTF-8",
-                    })?
-                    .to_owned();
+                let (raw, start) = r.len_delimited()?;
+                key = text(raw, start, "a key is not UTF-8")?;
             }
             (2, 2) => {
-                let at = r.i;
-                let raw = r.len_delimited()?;
-                value = val(raw, base + at, depth + 1)?;
+                let (raw, start) = r.len_delimited()?;
+                value = val(raw, start, depth + 1)?;
             }
-            _ => r.skip(wire).map_err(|e| sub(base, e))?,
+            _ => r.skip(wire)?,
         }
     }
     Ok((key, value))
@@ -148,46 +162,38 @@ fn map_entry(b: &[u8], base: usize, depth: usize) -> Result<(String, Value), Err
 
 fn val(b: &[u8], base: usize, depth: usize) -> Result<Value, Error> {
     if depth > MAX_DEPTH {
-        return Err(Error {
-            at: base,
-            what: "nested too deep",
-        });
+        return Err(too_deep(base));
     }
-    let mut r = Reader { b, i: 0 };
+    let mut r = Reader::new(b, base);
     let mut out = Value::Null;
     while !r.done() {
-        let (field, wire) = r.tag().map_err(|e| sub(base, e))?;
-        let at = r.i;
+        let (field, wire) = r.tag()?;
         out = match (field, wire) {
             (1, 0) => {
-                r.varint().map_err(|e| sub(base, e))?;
+                r.varint()?;
                 Value::Null
             }
             (2, 1) => {
-                let raw = r.bytes(8).map_err(|e| sub(base, e))?;
+                let raw = r.bytes(8)?;
                 let mut a = [0u8; 8];
                 a.copy_from_slice(raw);
                 number(f64::from_le_bytes(a))
             }
             (3, 2) => {
-                let raw = r.len_delimited().map_err(|e| sub(base, e))?;
-                let s = std::str::from_utf8(raw).map_err(|_| Error {
-                    at: base + at,
-                    what: "a string is not UTF-8",
-                })?;
-                Value::String(s.to_owned())
+                let (raw, start) = r.len_delimited()?;
+                Value::String(text(raw, start, "a string is not UTF-8")?)
             }
-            (4, 0) => Value::Bool(r.varint().map_err(|e| sub(base, e))? != 0),
+            (4, 0) => Value::Bool(r.varint()? != 0),
             (5, 2) => {
-                let raw = r.len_delimited().map_err(|e| sub(base, e))?;
-                strukt(raw, base + at, depth + 1)?
+                let (raw, start) = r.len_delimited()?;
+                strukt(raw, start, depth + 1)?
             }
             (6, 2) => {
-                let raw = r.len_delimited().map_err(|e| sub(base, e))?;
-                list(raw, base + at, depth + 1)?
+                let (raw, start) = r.len_delimited()?;
+                list(raw, start, depth + 1)?
             }
             _ => {
-                r.skip(wire).map_err(|e| sub(base, e))?;
+                r.skip(wire)?;
                 continue;
             }
         };
@@ -196,17 +202,16 @@ fn val(b: &[u8], base: usize, depth: usize) -> Result<Value, Error> {
 }
 
 fn list(b: &[u8], base: usize, depth: usize) -> Result<Value, Error> {
-    let mut r = Reader { b, i: 0 };
+    let mut r = Reader::new(b, base);
     let mut items = Vec::new();
     while !r.done() {
-        let (field, wire) = r.tag().map_err(|e| sub(base, e))?;
+        let (field, wire) = r.tag()?;
         if (field, wire) != (1, 2) {
-            r.skip(wire).map_err(|e| sub(base, e))?;
+            r.skip(wire)?;
             continue;
         }
-        let at = r.i;
-        let raw = r.len_delimited().map_err(|e| sub(base, e))?;
-        items.push(val(raw, base + at, depth + 1)?);
+        let (raw, start) = r.len_delimited()?;
+        items.push(val(raw, start, depth + 1)?);
     }
     Ok(Value::Array(items))
 }
@@ -305,5 +310,23 @@ mod tests {
             decode(&encode(&json!({"d": deep}))).unwrap_err().what,
             "nested too deep"
         );
+    }
+
+    /// An error names the byte of the whole buffer where it is, however
+    /// deep: a string made invalid at byte p is reported at p, and a varint
+    /// cut at the end of the buffer at its end.
+    #[test]
+    fn an_error_is_at_its_byte_of_the_whole_buffer() {
+        let good = encode(&json!({"outer": {"list": [1, {"inner": "zzzzzz"}]}}));
+        let p = good.windows(6).position(|w| w == b"zzzzzz").unwrap() + 2;
+        let mut bad = good.clone();
+        bad[p] = 0xff;
+        let e = decode(&bad).unwrap_err();
+        assert_eq!((e.at, e.what), (p, "a string is not UTF-8"));
+        let mut cut = encode(&json!({"k": true}));
+        cut.push(0x08); // the tag of another field, then its varint, cut
+        cut.push(0x80);
+        let e = decode(&cut).unwrap_err();
+        assert_eq!((e.at, e.what), (cut.len(), "truncated varint"));
     }
 }
