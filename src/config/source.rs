@@ -125,6 +125,20 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         }
         tenants = Some(keyed);
     }
+    // A source of its own tenant is reached only as that tenant: a tenant
+    // list without it leaves no route to the source.
+    if let Some(list) = &tenants {
+        if tenant != DEFAULT_TENANT && !list.contains(&tenant) {
+            d.push(
+                &scope,
+                "unreachable",
+                format!(
+                    "tenant {tenant:?} is not among its tenants ({}): no route reaches the source",
+                    list.join(", ")
+                ),
+            );
+        }
+    }
     let form_json = match field(obj, "form_json") {
         None => None,
         Some(Value::String(f)) if !f.is_empty() => Some(f.clone()),
