@@ -9,30 +9,44 @@ use std::ffi::OsString;
 use std::io::{BufRead, Read, Write};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage:
-  hookstamp check FILE [--deployment envoy|wasmplugin]
+const SYNOPSIS: &str = "usage:
+  hookstamp check FILE|- [--deployment envoy|wasmplugin] [--strict]
   hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS]
   hookstamp explain CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS]
   hookstamp batch CONFIG.json [--now UNIX_SECONDS] < requests.jsonl
-  hookstamp --version
+  hookstamp COMMAND --help
+  hookstamp --version";
 
-check  FILE is a plugin configuration (JSON or YAML), an Envoy bootstrap or
-       listener, or Istio / Envoy Gateway manifests: every hookstamp
-       configuration in it is checked, named by where it was found. Exits 0
-       with a one-line summary each, or 1 with every config error, one a line
-       (on stderr). A WasmPlugin, a filter without allow_on_headers_stop_iteration,
-       or --deployment wasmplugin also refuses sources that read the body.
-stamp  prints the filter's answer for one request as JSON:
+const CHECK_HELP: &str =
+    "check  FILE is a plugin configuration (JSON or YAML), an Envoy bootstrap or
+       listener, or Istio / Envoy Gateway manifests (- reads it from standard
+       input): every hookstamp configuration in it is checked, named by where
+       it was found. Exits 0 with a one-line summary each (and its warnings,
+       on stderr), or 1 with every config error and every warning, one a line
+       (on stderr); --strict makes a warning fail too. A WasmPlugin, a filter
+       without allow_on_headers_stop_iteration, or --deployment wasmplugin
+       also refuses sources that read the body.";
+
+const STAMP_HELP: &str = "stamp  prints the filter's answer for one request as JSON:
        {\"action\":\"forward\",\"headers\":[[name,value],...]}, {\"action\":\"reject\",\"status\":404}
        (any status the filter answers) or {\"action\":\"pass\"}; exits 2 on a bad config.
-       Signatures are checked at --now (default: the clock), with secrets
-       from the environment, as in the filter.
-explain  why a request goes where it does: the route, the body, the signature,
+       Signatures are checked (and seals made) at --now (default: the clock),
+       with secrets from the environment, as in the filter.";
+
+const EXPLAIN_HELP: &str =
+    "explain  why a request goes where it does: the route, the body, the signature,
        and for the dedupe key and each lane where the key was looked for, what
-       was found (or why nothing was), and what became of it.
-batch  the same as stamp for many requests: one JSON object a line in, one answer a line out;
+       was found (or why nothing was), and what became of it.";
+
+const BATCH_HELP: &str =
+    "batch  the same as stamp for many requests: one JSON object a line in, one answer a line out;
        a request is {\"method\":\"POST\",\"path\":P,\"headers\":[[name,value],...],
        \"body\":text} (or \"body_hex\":hex instead of body).";
+
+/// Every command's help, after the synopsis.
+fn usage_text() -> String {
+    [SYNOPSIS, CHECK_HELP, STAMP_HELP, EXPLAIN_HELP, BATCH_HELP].join("\n\n")
+}
 
 fn main() -> ExitCode {
     run().unwrap_or_else(|e| {
@@ -50,7 +64,7 @@ fn run() -> Result<ExitCode, String> {
             return Ok(ExitCode::SUCCESS);
         }
         Some(Short('h') | Long("help")) => {
-            println!("{USAGE}");
+            println!("{}", usage_text());
             return Ok(ExitCode::SUCCESS);
         }
         _ => return Err(usage("a command: check, stamp, explain or batch")),
@@ -61,25 +75,26 @@ fn run() -> Result<ExitCode, String> {
         "batch" => batch(&mut p),
         "explain" => explain(&mut p),
         "help" => {
-            println!("{USAGE}");
+            println!("{}", usage_text());
             Ok(ExitCode::SUCCESS)
         }
         other => Err(usage(&format!(
-            "a command (check, stamp or batch), not {other:?}"
+            "a command (check, stamp, explain or batch), not {other:?}"
         ))),
     }
 }
 
 fn usage(what: &str) -> String {
-    format!("expected {what}\n{USAGE}")
+    format!("expected {what}\n{SYNOPSIS}")
 }
 
-/// The config file, the first positional argument of every command.
-fn config_arg(p: &mut lexopt::Parser) -> Result<OsString, String> {
+/// The config file, the first positional argument of every command; its
+/// `--help` prints the command's help.
+fn config_arg(p: &mut lexopt::Parser, help: &str) -> Result<OsString, String> {
     match p.next().map_err(|e| e.to_string())? {
         Some(Value(v)) => Ok(v),
         Some(Short('h') | Long("help")) => {
-            println!("{USAGE}");
+            println!("{help}");
             std::process::exit(0)
         }
         _ => Err(usage("CONFIG.json")),
@@ -98,8 +113,9 @@ fn load(path: &OsString) -> Result<Loaded, Vec<String>> {
 }
 
 fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
-    let path = config_arg(p)?;
+    let path = config_arg(p, CHECK_HELP)?;
     let mut wasmplugin = false;
+    let mut strict = false;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         match arg {
             Long("deployment") => {
@@ -110,12 +126,25 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
                     _ => return Err(usage("--deployment envoy or wasmplugin")),
                 };
             }
+            Long("strict") => strict = true,
             other => return Err(other.unexpected().to_string()),
         }
     }
-    let name = path.to_string_lossy();
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| format!("config: cannot read {name}: {e}"))?;
+    let stdin = path == "-";
+    let name = if stdin {
+        "standard input".into()
+    } else {
+        path.to_string_lossy()
+    };
+    let text = if stdin {
+        let mut t = String::new();
+        std::io::stdin()
+            .read_to_string(&mut t)
+            .map_err(|e| format!("config: cannot read {name}: {e}"))?;
+        t
+    } else {
+        std::fs::read_to_string(&path).map_err(|e| format!("config: cannot read {name}: {e}"))?
+    };
     let found = match locate::find(&text) {
         Ok(f) if f.is_empty() => {
             eprintln!("config: no hookstamp configuration in {name} (a plugin configuration, an Envoy bootstrap or listener, or Istio / Envoy Gateway manifests)");
@@ -142,16 +171,19 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
                 .map(|(_, v)| v.clone())
                 .or_else(|| std::env::var(n).ok())
         };
-        let result = match &f.config {
-            serde_json::Value::String(s) => config::load_with_env(s, &env),
-            v => config::load_with_env(&v.to_string(), &env),
+        let text = match &f.config {
+            serde_json::Value::String(s) => s.clone(),
+            v => v.to_string(),
         };
+        let (result, warnings) = config::load_reporting(&text, &env);
+        // Warnings are said beside the errors too, never hidden by them.
+        for w in &warnings {
+            eprintln!("{prefix}warning: {w}");
+        }
+        failed |= strict && !warnings.is_empty();
         let errs = match result {
             Ok(l) if wasmplugin || !f.holds_headers => body_sources(&l),
             Ok(l) => {
-                for w in &l.warnings {
-                    eprintln!("{prefix}warning: {w}");
-                }
                 for name in inline_secrets(&f.config, &f.env) {
                     eprintln!(
                         "{prefix}warning: the secret variable {name} is given inline in the filter's \
@@ -258,8 +290,11 @@ fn now_arg(p: &mut lexopt::Parser) -> Result<u64, String> {
 }
 
 /// A request from the command line, and the time it is checked at.
-fn request_args(p: &mut lexopt::Parser) -> Result<(Loaded, Request, Option<u64>), String> {
-    let config = config_arg(p)?;
+fn request_args(
+    p: &mut lexopt::Parser,
+    explaining: bool,
+) -> Result<(Loaded, Request, Option<u64>), String> {
+    let config = config_arg(p, if explaining { EXPLAIN_HELP } else { STAMP_HELP })?;
     let mut req = Request {
         method: "POST".into(),
         path: String::new(),
@@ -286,7 +321,7 @@ fn request_args(p: &mut lexopt::Parser) -> Result<(Loaded, Request, Option<u64>)
             Long("body") => body = Some(p.value().map_err(|e| e.to_string())?),
             Long("now") => now = Some(now_arg(p)?),
             Short('h') | Long("help") => {
-                println!("{USAGE}");
+                println!("{}", if explaining { EXPLAIN_HELP } else { STAMP_HELP });
                 std::process::exit(0)
             }
             other => return Err(other.unexpected().to_string()),
@@ -311,18 +346,14 @@ fn request_args(p: &mut lexopt::Parser) -> Result<(Loaded, Request, Option<u64>)
 }
 
 fn stamp(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
-    let (loaded, req, now) = request_args(p)?;
+    let (loaded, req, now) = request_args(p, false)?;
     println!("{}", req.answer(&loaded.config, now));
     Ok(ExitCode::SUCCESS)
 }
 
 fn explain(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
-    let (loaded, req, now) = request_args(p)?;
-    let now = now.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    });
+    let (loaded, req, now) = request_args(p, true)?;
+    let now = now.unwrap_or_else(decide::now_s);
     for line in hookstamp::explain::explain(
         &loaded.config,
         &req.method,
@@ -376,7 +407,7 @@ fn batch_request(line: &str) -> Result<Request, String> {
 }
 
 fn batch(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
-    let config = config_arg(p)?;
+    let config = config_arg(p, BATCH_HELP)?;
     let mut now = None;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         match arg {

@@ -244,26 +244,51 @@ pub fn diagnose(value: &serde_json::Value) -> Vec<Diag> {
     top::check(value, &|name| std::env::var(name).ok()).1
 }
 
+/// `load_with_env`, and the warnings of a configuration that does not load
+/// (one that loads has its own, in `Loaded`): the CLI says both.
+pub fn load_reporting(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Result<Loaded, Vec<String>>, Vec<String>) {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(value) => checked(&value, env),
+        Err(e) => (
+            Err(vec![format!("config: not valid JSON: {e}")]),
+            Vec::new(),
+        ),
+    }
+}
+
 fn load_value(
     value: &serde_json::Value,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Loaded, Vec<String>> {
+    checked(value, env).0
+}
+
+/// The loaded configuration or every error, and every warning.
+fn checked(
+    value: &serde_json::Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Result<Loaded, Vec<String>>, Vec<String>) {
     let (config, diags, warned) = top::check(value, env);
+    let mut warnings: Vec<String> = warned.iter().map(Diag::to_string).collect();
     match config {
         Some(config) if diags.is_empty() => {
-            let mut warnings: Vec<String> = warned.iter().map(Diag::to_string).collect();
-            warnings.extend(config
-                .undeduped()
-                .map(|s| {
-                    format!(
-                        "source '{}' has no dedupe: a provider's retry of it is indistinguishable from a new event",
-                        s.id
-                    )
-                }));
+            warnings.extend(config.undeduped().map(|s| {
+                format!(
+                    "source '{}' has no dedupe: a provider's retry of it is indistinguishable from a new event",
+                    s.id
+                )
+            }));
             warnings.extend(buffer_limit_warning(&config));
-            Ok(Loaded { config, warnings })
+            let loaded = Loaded {
+                config,
+                warnings: warnings.clone(),
+            };
+            (Ok(loaded), warnings)
         }
-        _ => Err(diags.iter().map(Diag::to_string).collect()),
+        _ => (Err(diags.iter().map(Diag::to_string).collect()), warnings),
     }
 }
 

@@ -893,3 +893,24 @@ def test_rate_limits_on_the_stamps_with_envoys_local_ratelimit(env):
         assert acme == [200, 200, 429, 429], "the stamped tenant (acme), not the client's claim (globex)"
     finally:
         e.stop()
+
+
+def test_check_reads_stdin_says_warnings_beside_errors_and_strict_fails_them():
+    exe = str(ROOT / "target" / "debug" / "hookstamp")
+    run = lambda args, text: subprocess.run([exe, *args], input=text, capture_output=True, text=True)
+    # Errors and warnings together: the warning is not hidden by the error.
+    both = json.dumps({"sources": [{"id": "a", "dedupe": "nope"},
+                                   {"id": "j", "dedupe": {"json": "$.id"}}]})
+    r = run(["check", "-"], both)
+    assert r.returncode == 1
+    assert 'unknown preset "nope"' in r.stderr and "warning: source 'j' dedupe: json path \"$.id\" looks like JSONPath" in r.stderr
+    # A warning alone: ok, unless --strict.
+    warned = json.dumps({"sources": [{"id": "b"}]})
+    assert run(["check", "-"], warned).returncode == 0
+    r = run(["check", "-", "--strict"], warned)
+    assert r.returncode == 1 and "warning: source 'b' has no dedupe" in r.stderr
+    # Each command's own help.
+    for cmd, first in [("check", "check  FILE"), ("stamp", "stamp  prints"), ("explain", "explain  why"),
+                       ("batch", "batch  the same")]:
+        r = run([cmd, "--help"], "")
+        assert r.returncode == 0 and r.stdout.startswith(first), (cmd, r.stdout[:80])
