@@ -1,8 +1,8 @@
 //! The held-bytes budget of one plugin in one VM (one Envoy worker): the
 //! bytes its held requests make the VM and Envoy keep, and those requests
-//! in the two orders the tick answers them in: by deadline (the late ones,
-//! the earliest first) and by charge (the largest slow ones, while the
-//! budget is fuller than `trim_to`).
+//! in the order the tick answers them in: the stalest first (by deadline,
+//! which is by start: one plugin's requests share max_hold_ms), the late
+//! ones, then, while the budget is fuller than `trim_to`, the slow ones.
 //!
 //! What a held request is charged (`lifecycle` computes it): its own state,
 //! the body bytes Envoy buffers while the filter holds the request (every
@@ -33,13 +33,9 @@ pub const MAX_REPLIES_PER_CALL: usize = 25;
 
 /// The tick of a plugin with body sources: late bodies are answered within
 /// a tick of their deadline, and a backlog of them (more than
-/// MAX_REPLIES_PER_CALL at once) drains at 1 250 replies a second per
+/// MAX_REPLIES_PER_CALL at once) drains at 5 000 replies a second per
 /// worker. A tick with nothing late costs one clock read.
-pub const TICK_MS: u32 = 20;
-
-/// The tick looks at this many of the largest held requests for slow ones
-/// to answer.
-pub const EVICTION_SCAN: usize = 32;
+pub const TICK_MS: u32 = 5;
 
 /// What the tick trims a budget down to, by answering slow bodies, once it
 /// is fuller: three quarters of it. The last quarter is room for deliveries
@@ -54,7 +50,6 @@ pub fn trim_to(limit: usize) -> usize {
 pub struct Pool {
     held: usize,
     by_deadline: BTreeSet<(u64, u32)>,
-    by_charge: BTreeSet<(usize, u32)>,
 }
 
 impl Pool {
@@ -80,29 +75,27 @@ impl Pool {
     pub fn insert(&mut self, context: u32, deadline_ms: u64, charge: usize) {
         self.held = self.held.saturating_add(charge);
         self.by_deadline.insert((deadline_ms, context));
-        self.by_charge.insert((charge, context));
     }
 
     pub fn remove(&mut self, context: u32, deadline_ms: u64, charge: usize) {
         self.held = self.held.saturating_sub(charge);
         self.by_deadline.remove(&(deadline_ms, context));
-        self.by_charge.remove(&(charge, context));
+    }
+
+    /// The held requests, the stalest first (the earliest deadline), with
+    /// their deadlines.
+    pub fn stalest(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.by_deadline.iter().copied()
     }
 
     /// The requests whose deadline passed before `now_ms`, the earliest
     /// first, at most `max`.
     pub fn late(&self, now_ms: u64, max: usize) -> Vec<u32> {
-        self.by_deadline
-            .iter()
+        self.stalest()
             .take_while(|(d, _)| *d < now_ms)
             .take(max)
-            .map(|(_, c)| *c)
+            .map(|(_, c)| c)
             .collect()
-    }
-
-    /// The held requests, the largest charge first, at most `max`.
-    pub fn largest(&self, max: usize) -> impl Iterator<Item = (usize, u32)> + '_ {
-        self.by_charge.iter().rev().take(max).copied()
     }
 }
 
@@ -158,13 +151,13 @@ mod tests {
     }
 
     #[test]
-    fn largest_first() {
+    fn fits_and_stalest_first() {
         let mut p = Pool::default();
-        p.insert(1, 5, 300);
-        p.insert(2, 6, 900);
-        p.insert(3, 7, 300);
-        let order: Vec<u32> = p.largest(10).map(|(_, c)| c).collect();
-        assert_eq!(order, vec![2, 3, 1]);
+        p.insert(7, 30, 300);
+        p.insert(3, 10, 900);
+        p.insert(5, 20, 300);
+        let order: Vec<u32> = p.stalest().map(|(_, c)| c).collect();
+        assert_eq!(order, vec![3, 5, 7]);
         assert!(p.fits(8500, 10_000) && !p.fits(8501, 10_000));
     }
 

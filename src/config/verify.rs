@@ -166,11 +166,9 @@ pub fn check(
 fn shown(v: &Value) -> String {
     match v {
         Value::Number(n) => n.to_string(),
+        // A preset-like name (lowercase letters and `_`): a secret rarely is.
         Value::String(s)
-            if s.len() <= 32
-                && !s.starts_with("whsec_")
-                && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+            if s.len() <= 24 && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') =>
         {
             format!("{s:?}")
         }

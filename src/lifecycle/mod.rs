@@ -7,7 +7,7 @@
 //! filter, never passed unstamped. A resource limit answers 503 or 408,
 //! which a provider retries; a host call that fails answers 500.
 
-use crate::budget::{self, Pool, EVICTION_SCAN, MAX_REPLIES_PER_CALL, TICK_MS};
+use crate::budget::{self, Pool, MAX_REPLIES_PER_CALL, TICK_MS};
 use crate::config::{self, Config};
 use crate::decide::{self, Body, Verdict};
 use crate::host::{DataStatus, HeadersStatus, Host, HostError, Level};
@@ -344,67 +344,68 @@ impl Vm {
         }
     }
 
-    /// proxy_on_tick of a root context: answers 408 to its requests whose
-    /// body is late, the earliest first, then, while its budget is fuller
-    /// than `budget::trim_to`, to the largest slow bodies (held longer than
-    /// slow_body_ms); at most MAX_REPLIES_PER_CALL in all (the rest on the
-    /// next ticks). Only the tick answers a request other than the one a
-    /// callback is for: a local reply sets Envoy's "stop" for the whole VM
-    /// call, which would change the current request's own answer.
+    /// proxy_on_tick of a root context: answers 408, the stalest first, to
+    /// its requests whose body is late, and, while its budget is fuller than
+    /// `budget::trim_to`, to those held longer than slow_body_ms; at most
+    /// MAX_REPLIES_PER_CALL in all (the rest on the next ticks). Only the
+    /// tick answers a request other than the one a callback is for: a local
+    /// reply sets Envoy's "stop" for the whole VM call, which would change
+    /// the current request's own answer.
     pub fn on_tick(&mut self, host: &mut impl Host, root: u32) {
         let now = host.now_ms();
         let Some(plugin) = self.plugins.get(&root).cloned().flatten() else {
             return;
         };
-        let cfg = &plugin.config;
-        let (late, slow) = match self.pools.get(&root) {
-            Some(pool) => {
-                let late = pool.late(now, MAX_REPLIES_PER_CALL);
-                let room = MAX_REPLIES_PER_CALL - late.len();
-                let slow = self.slow(pool, now, cfg, room);
-                (late, slow)
-            }
-            None => return,
+        let Some(pool) = self.pools.get(&root) else {
+            return;
         };
-        if late.is_empty() && slow.is_empty() {
+        let answers = self.due(pool, now, &plugin.config);
+        if answers.is_empty() {
             return;
         }
-        for context in late {
-            if let Some(w) = self.release(context) {
-                if on_behalf_of(host, context) {
-                    self.body_timeout(host, &w);
-                }
+        for (context, late) in answers {
+            let Some(w) = self.release(context) else {
+                continue;
+            };
+            if !on_behalf_of(host, context) {
+                continue;
             }
-        }
-        for context in slow {
-            if let Some(w) = self.release(context) {
-                if on_behalf_of(host, context) {
-                    let m = w.plugin.metrics.source(w.source).and_then(|m| m.evicted);
-                    bump(host, m, 1);
-                    send(host, &reply::SLOW_BODY);
-                }
+            if late {
+                self.body_timeout(host, &w);
+            } else {
+                let m = w.plugin.metrics.source(w.source).and_then(|m| m.evicted);
+                bump(host, m, 1);
+                send(host, &reply::SLOW_BODY);
             }
         }
         let _ = host.set_effective_context(root);
     }
 
-    /// The slow bodies to answer so that the pool comes down to
-    /// `budget::trim_to` of its limit: the largest first, among the
-    /// EVICTION_SCAN largest, at most `max`. None while it is below.
-    fn slow(&self, pool: &Pool, now: u64, cfg: &Config, max: usize) -> Vec<u32> {
-        let target = budget::trim_to(cfg.max_held_bytes);
-        let mut over = pool.held().saturating_sub(target);
+    /// What the tick answers, the stalest first, each marked late (past its
+    /// deadline) or slow (held past slow_body_ms while the pool is over
+    /// `budget::trim_to`, until it is not): at most MAX_REPLIES_PER_CALL.
+    /// A pool's requests share max_hold_ms, so the stalest is also the one
+    /// held longest: the pass stops at the first request that is neither.
+    fn due(&self, pool: &Pool, now: u64, cfg: &Config) -> Vec<(u32, bool)> {
+        let mut over = pool
+            .held()
+            .saturating_sub(budget::trim_to(cfg.max_held_bytes));
         let mut out = Vec::new();
-        for (charge, c) in pool.largest(EVICTION_SCAN) {
-            if over == 0 || out.len() >= max {
+        for (deadline, c) in pool.stalest() {
+            if out.len() >= MAX_REPLIES_PER_CALL {
                 break;
             }
-            let slow = self
-                .held_request(c)
-                .is_some_and(|w| now.saturating_sub(w.started_ms) >= cfg.slow_body_ms);
-            if slow {
-                out.push(c);
-                over = over.saturating_sub(charge);
+            let Some(w) = self.held_request(c) else {
+                continue;
+            };
+            if deadline < now {
+                over = over.saturating_sub(w.charged);
+                out.push((c, true));
+            } else if over > 0 && now.saturating_sub(w.started_ms) >= cfg.slow_body_ms {
+                over = over.saturating_sub(w.charged);
+                out.push((c, false));
+            } else {
+                break;
             }
         }
         out
