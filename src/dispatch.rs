@@ -15,6 +15,10 @@ pub struct Dispatch {
     /// which defers its calls past the current one; kept for any host that
     /// calls back into the module from inside a host call.
     deferred: RefCell<Vec<u32>>,
+    /// Requests whose headers came inside another callback and were held
+    /// (fail closed) without the VM seeing them: their body and trailers
+    /// go no further either, never forwarded without stamps.
+    stopped: RefCell<Vec<u32>>,
 }
 
 impl Dispatch {
@@ -48,14 +52,25 @@ impl Dispatch {
     /// proxy_on_request_headers. Fail closed: a request the filter cannot
     /// look at is held, not passed.
     pub fn request_headers(&self, host: &mut impl Host, context: u32, end: u32) -> u32 {
-        let status = self.with_vm(host, HeadersStatus::StopIteration, |vm, host| {
-            vm.on_request_headers(host, context, end != 0)
+        let status = self.with_vm(host, None, |vm, host| {
+            Some(vm.on_request_headers(host, context, end != 0))
+        });
+        let status = status.unwrap_or_else(|| {
+            self.stopped.borrow_mut().push(context);
+            HeadersStatus::StopIteration
         });
         status as u32
     }
 
+    fn was_stopped(&self, context: u32) -> bool {
+        self.stopped.borrow().contains(&context)
+    }
+
     /// proxy_on_request_body.
     pub fn request_body(&self, host: &mut impl Host, context: u32, size: usize, end: u32) -> u32 {
+        if self.was_stopped(context) {
+            return DataStatus::StopNoBuffer as u32;
+        }
         let status = self.with_vm(host, DataStatus::StopNoBuffer, |vm, host| {
             vm.on_request_body(host, context, size, end != 0)
         });
@@ -64,6 +79,9 @@ impl Dispatch {
 
     /// proxy_on_request_trailers.
     pub fn request_trailers(&self, host: &mut impl Host, context: u32) -> u32 {
+        if self.was_stopped(context) {
+            return HeadersStatus::StopIteration as u32;
+        }
         let status = self.with_vm(host, HeadersStatus::StopIteration, |vm, host| {
             vm.on_request_trailers(host, context)
         });
@@ -78,6 +96,7 @@ impl Dispatch {
     /// proxy_on_delete: done now, or before the next callback when the VM
     /// is busy.
     pub fn delete(&self, context: u32) {
+        self.stopped.borrow_mut().retain(|c| *c != context);
         match self.vm.try_borrow_mut() {
             Ok(mut vm) => vm.on_delete(context),
             Err(_) => self.deferred.borrow_mut().push(context),

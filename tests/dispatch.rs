@@ -155,6 +155,16 @@ fn a_callback_inside_another_fails_closed_and_a_delete_inside_one_waits() {
     assert!(log
         .iter()
         .any(|(l, m)| *l == Level::Critical && m.contains("inside another")));
+    // The request refused inside another never passes: its body stops.
+    host.chunk = b"{}".to_vec();
+    assert_eq!(
+        d.request_body(&mut host, 9, 2, 1),
+        DataStatus::StopNoBuffer as u32
+    );
+    assert_eq!(
+        d.request_trailers(&mut host, 9),
+        HeadersStatus::StopIteration as u32
+    );
     // The delete waited: 3 is still held until the next callback runs.
     assert_eq!(d.held().map(|(n, _)| n), Some(1));
     d.tick(&mut host, ROOT);

@@ -373,10 +373,15 @@ fn a_late_body_is_answered_408_on_the_tick_and_its_bytes_return() {
         host.metric("hookstamp_body_timeout_total.source=stripe;"),
         1
     );
-    // Anything Envoy still hands over for it passes: it was answered.
+    // Anything Envoy still hands over for it goes no further: it was
+    // answered, and is never forwarded without its stamps.
     assert_eq!(
         chunk(&mut vm, &mut host, 2, b"}", true),
-        DataStatus::Continue
+        DataStatus::StopNoBuffer
+    );
+    assert_eq!(
+        vm.on_request_trailers(&mut host, 2),
+        HeadersStatus::StopIteration
     );
 }
 
@@ -1090,10 +1095,10 @@ fn a_budget_full_of_slow_bodies_makes_room_for_a_delivery() {
         host.replies.is_empty(),
         "a request callback answers only its own request"
     );
-    // An evicted request's later chunks pass: Envoy has answered it.
+    // An evicted request's later chunks go no further: it was answered.
     assert_eq!(
         chunk(&mut vm, &mut host, evicted[0], b"x", false),
-        DataStatus::Continue
+        DataStatus::StopNoBuffer
     );
 }
 

@@ -75,8 +75,8 @@ pub struct Config {
     /// How long a request may take to send its body, from its headers.
     pub max_hold_ms: u64,
     /// A body still arriving this long after its headers is slow: while the
-    /// budget is fuller than `budget::trim_to`, the tick answers the
-    /// largest slow ones 408.
+    /// budget is fuller than `budget::trim_to`, the tick answers the slow
+    /// ones 408, the stalest first.
     pub slow_body_ms: u64,
     /// The stamp seal's keys (the first seals), if the queue wants sealed
     /// stamps (see `seal`).

@@ -57,6 +57,10 @@ enum State {
     Open,
     /// Held for its body, its bytes charged to its plugin's pool.
     Held(Box<Held>),
+    /// Answered by the filter (or stopped and never let go): whatever Envoy
+    /// still hands over for it goes no further, so that it can never be
+    /// forwarded without its stamps.
+    Answered,
 }
 
 impl Vm {
@@ -144,10 +148,14 @@ impl Vm {
             // Never forward unstamped what an unconfigured filter let by.
             return answer_internal(host, None, "a request on an unconfigured filter");
         };
-        match self.headers(host, context, &plugin, end_of_stream) {
+        let status = match self.headers(host, context, &plugin, end_of_stream) {
             Ok(status) => status,
             Err(e) => answer_internal(host, Some(&plugin), &e.to_string()),
+        };
+        if status == HeadersStatus::StopIteration && self.held_request(context).is_none() {
+            self.mark_answered(context);
         }
+        status
     }
 
     fn headers(
@@ -268,6 +276,23 @@ impl Vm {
         size: usize,
         end_of_stream: bool,
     ) -> DataStatus {
+        if self.answered(context) {
+            return DataStatus::StopNoBuffer;
+        }
+        let status = self.body(host, context, size, end_of_stream);
+        if status == DataStatus::StopNoBuffer {
+            self.mark_answered(context);
+        }
+        status
+    }
+
+    fn body(
+        &mut self,
+        host: &mut impl Host,
+        context: u32,
+        size: usize,
+        end_of_stream: bool,
+    ) -> DataStatus {
         let Some(mut w) = self.release(context) else {
             // Not waiting for a body: stamped at the headers, or not routed.
             return DataStatus::Continue;
@@ -320,6 +345,17 @@ impl Vm {
     /// proxy_on_request_trailers: strips stamp names from the trailers of
     /// every request; a waiting body ends here.
     pub fn on_request_trailers(&mut self, host: &mut impl Host, context: u32) -> HeadersStatus {
+        if self.answered(context) {
+            return HeadersStatus::StopIteration;
+        }
+        let status = self.trailers(host, context);
+        if status == HeadersStatus::StopIteration {
+            self.mark_answered(context);
+        }
+        status
+    }
+
+    fn trailers(&mut self, host: &mut impl Host, context: u32) -> HeadersStatus {
         let plugin = self.plugin_of(context);
         let w = self.release(context);
         let stripped = host
@@ -367,6 +403,7 @@ impl Vm {
             let Some(w) = self.release(context) else {
                 continue;
             };
+            self.mark_answered(context);
             if !on_behalf_of(host, context) {
                 continue;
             }
@@ -419,11 +456,25 @@ impl Vm {
         self.plugins.remove(&context);
     }
 
+    /// Whether the filter answered `context` (or stopped it for good).
+    fn answered(&self, context: u32) -> bool {
+        matches!(
+            self.streams.get(&context).map(|s| &s.state),
+            Some(State::Answered)
+        )
+    }
+
+    fn mark_answered(&mut self, context: u32) {
+        if let Some(s) = self.streams.get_mut(&context) {
+            s.state = State::Answered;
+        }
+    }
+
     /// The request `context` if it is held.
     fn held_request(&self, context: u32) -> Option<&Held> {
         match &self.streams.get(&context)?.state {
             State::Held(w) => Some(w),
-            State::Open => None,
+            State::Open | State::Answered => None,
         }
     }
 
@@ -447,6 +498,9 @@ impl Vm {
     /// Lets a held request go, its bytes given back to the budget.
     fn release(&mut self, context: u32) -> Option<Held> {
         let stream = self.streams.get_mut(&context)?;
+        if !matches!(stream.state, State::Held(_)) {
+            return None;
+        }
         let State::Held(w) = std::mem::replace(&mut stream.state, State::Open) else {
             return None;
         };
