@@ -87,16 +87,6 @@ impl Pool {
     pub fn stalest(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.by_deadline.iter().copied()
     }
-
-    /// The requests whose deadline passed before `now_ms`, the earliest
-    /// first, at most `max`.
-    pub fn late(&self, now_ms: u64, max: usize) -> Vec<u32> {
-        self.stalest()
-            .take_while(|(d, _)| *d < now_ms)
-            .take(max)
-            .map(|(_, c)| c)
-            .collect()
-    }
 }
 
 /// A body buffer's next size, and what making it costs at its peak.
@@ -135,17 +125,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn late_is_the_earliest_first_and_bounded() {
+    fn stalest_is_the_earliest_deadline_first() {
         let mut p = Pool::default();
         for c in 1..=100u32 {
             p.insert(c, u64::from(1000 - c), 10);
         }
         assert_eq!(p.held(), 1000);
-        assert_eq!(p.late(905, 3), vec![100, 99, 98]);
-        assert_eq!(p.late(901, 50), vec![100]);
-        assert!(p.late(900, 50).is_empty());
+        let first: Vec<u32> = p.stalest().take(3).map(|(_, c)| c).collect();
+        assert_eq!(first, vec![100, 99, 98]);
+        assert_eq!(p.stalest().next(), Some((900, 100)));
         p.remove(100, 900, 10);
-        assert_eq!(p.late(905, 3), vec![99, 98, 97]);
+        let first: Vec<u32> = p.stalest().take(3).map(|(_, c)| c).collect();
+        assert_eq!(first, vec![99, 98, 97]);
         assert_eq!(p.held(), 990);
         assert_eq!(p.len(), 99);
     }

@@ -52,8 +52,8 @@ struct Stream {
 
 /// Where a request stands.
 enum State {
-    /// Not held: its headers are yet to come, or it was stamped, passed or
-    /// answered, or its body was let go.
+    /// Not held: its headers are yet to come, or it was stamped or passed,
+    /// or its body was let go.
     Open,
     /// Held for its body, its bytes charged to its plugin's pool.
     Held(Box<Held>),
