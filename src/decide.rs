@@ -231,17 +231,14 @@ pub fn stamp<'a>(
         headers: Vec::with_capacity(5 + 3 * src.lanes.len()),
         ..Stamped::default()
     };
-    let (json_found, form, state) = match (src.keeps_body(), body) {
-        (false, Body::OverLimit) if src.hashes_body => {
+    // A body over the limit matters to a source that reads it or hashes it.
+    let (json_found, form, state) = match body {
+        Body::OverLimit if src.keeps_body() || src.hashes_body => {
             out.body_over_limit = true;
             (Vec::new(), Vec::new(), BodyState::OverLimit)
         }
-        (false, _) => (Vec::new(), Vec::new(), BodyState::Unread),
-        (true, Body::OverLimit) => {
-            out.body_over_limit = true;
-            (Vec::new(), Vec::new(), BodyState::OverLimit)
-        }
-        (true, Body::Bytes(b)) => read_body(src, header_keys, b),
+        Body::Bytes(b) if src.keeps_body() => read_body(src, header_keys, b),
+        _ => (Vec::new(), Vec::new(), BodyState::Unread),
     };
     out.body = state;
     let values = key::Values {
