@@ -31,6 +31,8 @@ pub struct Held {
     pub method: String,
     pub path: String,
     pub digest: Option<Box<sha2::Sha256>>,
+    /// How many stamp headers the client sent (stripped at the headers),
+    /// counted in its source's metrics once it is stamped.
     pub spoofed: usize,
     pub body: Vec<u8>,
     /// When its headers came, in wall-clock milliseconds.
