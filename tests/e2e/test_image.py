@@ -1,17 +1,20 @@
 """`make image`'s OCI image through a real registry: Debian's
 docker-registry on 127.0.0.1, skopeo to push and pull; the image pulled
 back has one tar+gzip layer whose plugin.wasm is the built module, byte for
-byte, and the registry serves it under the digest the build printed."""
+byte, and the registry serves it under the digest the build printed. The
+build is reproducible: the same module gives the same digest every time."""
 
 import gzip
 import hashlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import tarfile
 import time
 import urllib.request
+from pathlib import Path
 
 import proxy
 from cases import ROOT
@@ -24,10 +27,23 @@ def tool(name):
     return exe
 
 
+def build(out, **env):
+    """scripts/image.sh into `out`; returns the digest it printed and wrote."""
+    r = subprocess.run(["scripts/image.sh", str(out)], cwd=ROOT, check=True, capture_output=True, text=True,
+                       env={**os.environ, **env})
+    digest = Path(f"{out}.digest").read_text().strip()
+    assert f"({digest})" in r.stdout, r.stdout
+    return digest
+
+
+def blob(layout, digest):
+    return (layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes()
+
+
 def test_image_round_trips_through_a_local_registry(tmp_path):
-    subprocess.run(["scripts/image.sh"], cwd=ROOT, check=True, capture_output=True)
-    digest = (ROOT / "target" / "oci.digest").read_text().strip()
-    version = json.loads((ROOT / "target" / "oci" / "index.json").read_text())["manifests"][0][
+    oci = tmp_path / "oci"
+    digest = build(oci)
+    version = json.loads((oci / "index.json").read_text())["manifests"][0][
         "annotations"]["org.opencontainers.image.ref.name"]
     port = proxy.free_port()
     cfg = tmp_path / "registry.yml"
@@ -44,7 +60,7 @@ def test_image_round_trips_through_a_local_registry(tmp_path):
                 time.sleep(0.1)
         ref = f"docker://127.0.0.1:{port}/hookstamp:{version}"
         subprocess.run([tool("skopeo"), "copy", "--dest-tls-verify=false",
-                        f"oci:{ROOT / 'target' / 'oci'}:{version}", ref], check=True, capture_output=True)
+                        f"oci:{oci}:{version}", ref], check=True, capture_output=True)
         inspect = json.loads(subprocess.run([tool("skopeo"), "inspect", "--tls-verify=false", ref],
                                             check=True, capture_output=True, text=True).stdout)
         assert inspect["Digest"] == digest
@@ -66,3 +82,33 @@ def test_image_round_trips_through_a_local_registry(tmp_path):
         assert [m.name.lstrip("./") for m in files] == ["plugin.wasm"]
         wasm = tar.extractfile(files[0]).read()
     assert hashlib.sha256(wasm).hexdigest() == hashlib.sha256(proxy.WASM.read_bytes()).hexdigest()
+
+
+def test_the_same_module_gives_the_same_digest_on_every_build(tmp_path):
+    """The manifests pin the image by digest: two builds of one module (a
+    second apart, so a build time would differ) give one digest; every time
+    in the image is SOURCE_DATE_EPOCH (0 by default), and another epoch
+    gives another digest, stable too."""
+    first = build(tmp_path / "a")
+    time.sleep(1.1)
+    assert build(tmp_path / "b") == first
+    assert (tmp_path / "a" / "index.json").read_bytes() == (tmp_path / "b" / "index.json").read_bytes()
+    layout = tmp_path / "a"
+    manifest = json.loads(blob(layout, first))
+    config = json.loads(blob(layout, manifest["config"]["digest"]))
+    assert config["created"] == "1970-01-01T00:00:00Z"
+    assert {h["created"] for h in config.get("history", [])} <= {"1970-01-01T00:00:00Z"}
+    (layer,) = manifest["layers"]
+    raw = blob(layout, layer["digest"])
+    # gzip's header time: umoci's is a constant (Go's zero time, cut to 32
+    # bits), never the build's.
+    with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
+        g.read()
+        assert abs(g.mtime - time.time()) > 86400 * 365
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(raw))) as tar:
+        members = tar.getmembers()
+    assert "plugin.wasm" in [m.name.lstrip("./") for m in members]
+    assert {(m.mtime, m.uid, m.gid) for m in members} == {(0, 0, 0)}
+    later = build(tmp_path / "c", SOURCE_DATE_EPOCH="1700000000")
+    assert later != first
+    assert build(tmp_path / "d", SOURCE_DATE_EPOCH="1700000000") == later
