@@ -9,12 +9,12 @@ use crate::affinity::{self, Affinity};
 use crate::config::{Config, Source};
 use crate::dedupe::MAX_DEDUPE_KEY;
 use crate::json::{self, Scalar};
-use crate::key::{self, BodyState, Found, KeySource, Missing};
+use crate::key::{self, BodyState, FormJson, Found, KeySource, Missing};
 use crate::lanes::{self, MAX_LANE_KEY};
 use crate::reply::{self, Reply};
 use crate::route::{self, Route, Target};
 use crate::stamps;
-use crate::verify::{OnFailure, Reason};
+use crate::verify::{Failure, OnFailure, Reason};
 use std::borrow::Cow;
 
 /// The request body as the filter saw it.
@@ -79,7 +79,7 @@ pub struct Decision<'a> {
     /// The body as the decision saw it (a routed request's).
     pub body: Option<Body<'a>>,
     /// A verified source's signature: verified, or why not.
-    pub signature: Option<Result<(), Reason>>,
+    pub signature: Option<Result<(), Failure>>,
     pub outcome: Outcome<'a>,
 }
 
@@ -127,12 +127,12 @@ where
         let secrets = v.secrets_for(tenant).unwrap_or_default();
         let header = |n: &str| crate::pairs::first_header(headers, n);
         match body {
-            Body::OverLimit => Err(Reason::OverLimit),
+            Body::OverLimit => Err(Failure::over_limit()),
             Body::Bytes(b) => v.check(secrets, header, b, now_s),
         }
     });
-    let verified = match (&src.verify, signature) {
-        (Some(v), Some(result)) => match verdict(v.on_failure, result) {
+    let verified = match (&src.verify, &signature) {
+        (Some(v), Some(result)) => match verdict(v.on_failure, reason_of(result)) {
             Verdict::Refuse(r) => {
                 return Decision {
                     route,
@@ -184,6 +184,11 @@ pub fn add_seal(
     stamped.headers.push((stamps::SEAL, Cow::Owned(value)));
 }
 
+/// A check's result as its reason.
+fn reason_of(r: &Result<(), Failure>) -> Result<(), Reason> {
+    r.as_ref().map(|_| ()).map_err(|f| f.reason)
+}
+
 /// What becomes of a verified source's request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -231,23 +236,10 @@ pub fn stamp<'a>(
         headers: Vec::with_capacity(5 + 3 * src.lanes.len()),
         ..Stamped::default()
     };
-    // A body over the limit matters to a source that reads it or hashes it.
-    let (json_found, form, state) = match body {
-        Body::OverLimit if src.keeps_body() || src.hashes_body => {
-            out.body_over_limit = true;
-            (Vec::new(), Vec::new(), BodyState::OverLimit)
-        }
-        Body::Bytes(b) if src.keeps_body() => read_body(src, header_keys, b),
-        _ => (Vec::new(), Vec::new(), BodyState::Unread),
-    };
-    out.body = state;
-    let values = key::Values {
-        headers: header_keys,
-        json: &json_found,
-        form: &form,
-        body: state,
-        body_sha256: body_hash.filter(|_| !matches!(body, Body::OverLimit)),
-    };
+    let offered = offered(src, header_keys, body, body_hash);
+    out.body = offered.state;
+    out.body_over_limit = offered.state == BodyState::OverLimit;
+    let values = offered.values();
     let lookup = |k: &KeySource| key::eval(k, &values);
     let h = &mut out.headers;
     h.push((stamps::SOURCE, stamps::encode(src.id.as_bytes())));
@@ -334,22 +326,69 @@ pub fn stamp<'a>(
     out
 }
 
-/// What the body offers the source's keys: the value at each JSON path
-/// (one scan serves them all), and each form field the source reads. A
-/// form-encoded body (by its content-type) has its fields decoded, and its
-/// `form_json` field, if the source names one, is the JSON the paths are
-/// read in.
+/// What a request offers a source's keys: the values of its key headers
+/// (see `header_keys`), what its body gave (the value at each JSON path,
+/// one scan serving them all; each form field the source reads), what the
+/// body was found to be, and its hash. The stamps and `explain` read the
+/// same offer.
+pub struct Offered<'a, 'h> {
+    pub headers: &'h [Option<&'a [u8]>],
+    pub json: Vec<Option<Found<'a>>>,
+    pub form: Vec<Option<Vec<u8>>>,
+    pub state: BodyState,
+    pub body_sha256: Option<[u8; 32]>,
+}
+
+impl<'a> Offered<'a, '_> {
+    pub fn values(&self) -> key::Values<'_, 'a> {
+        key::Values {
+            headers: self.headers,
+            json: &self.json,
+            form: &self.form,
+            body: self.state,
+            body_sha256: self.body_sha256,
+        }
+    }
+}
+
+/// Reads the body for `src`'s keys (see `key::BodyState` for the rule of
+/// which keys read it as what). A body over the limit matters to a source
+/// that reads it or hashes it; a source that does neither leaves it unread.
+pub fn offered<'a, 'h>(
+    src: &Source,
+    header_keys: &'h [Option<&'a [u8]>],
+    body: Body<'a>,
+    body_hash: Option<[u8; 32]>,
+) -> Offered<'a, 'h> {
+    let (json, form, state) = match body {
+        Body::OverLimit if src.keeps_body() || src.hashes_body => {
+            (Vec::new(), Vec::new(), BodyState::OverLimit)
+        }
+        Body::Bytes(b) if src.keeps_body() => read_body(src, header_keys, b),
+        _ => (Vec::new(), Vec::new(), BodyState::Unread),
+    };
+    Offered {
+        headers: header_keys,
+        json,
+        form,
+        state,
+        body_sha256: body_hash.filter(|_| !matches!(body, Body::OverLimit)),
+    }
+}
+
 type Read<'a> = (Vec<Option<Found<'a>>>, Vec<Option<Vec<u8>>>, BodyState);
+
+/// The body as JSON, at every path the source reads; `None` if it is not
+/// valid JSON.
+fn scan<'a>(src: &Source, json: &'a [u8]) -> Option<Vec<Option<Found<'a>>>> {
+    json::extract(json, &src.paths).map(|v| v.into_iter().map(|s| s.map(found)).collect())
+}
 
 fn read_body<'a>(src: &Source, header_keys: &[Option<&'a [u8]>], body: &'a [u8]) -> Read<'a> {
     let content_type = src.content_type.and_then(|i| *header_keys.get(i)?);
     if !crate::form::is_form(content_type) {
-        return match json::extract(body, &src.paths) {
-            Some(json) => (
-                json.into_iter().map(|s| s.map(found)).collect(),
-                Vec::new(),
-                BodyState::Json,
-            ),
+        return match scan(src, body) {
+            Some(json) => (json, Vec::new(), BodyState::Json),
             None => (Vec::new(), Vec::new(), BodyState::NotJson),
         };
     }
@@ -361,16 +400,26 @@ fn read_body<'a>(src: &Source, header_keys: &[Option<&'a [u8]>], body: &'a [u8])
             .map(|(_, v)| v.clone())
     };
     let form = src.forms.iter().map(|f| field(f)).collect();
-    let json = match src.form_json.as_deref().and_then(field) {
+    let none = || vec![None; src.paths.len()];
+    let (json, how) = match src.form_json.as_deref().map(field) {
+        // No form_json: the paths read the body itself.
+        None => match scan(src, body) {
+            Some(json) => (json, FormJson::Body),
+            None => (none(), FormJson::NotJson),
+        },
+        Some(None) => (none(), FormJson::NoField),
         // Decoded from the form: owned, not borrowed from the body.
-        Some(text) => json::extract(&text, &src.paths)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|s| s.map(|s| owned(found(s))))
-            .collect(),
-        None => vec![None; src.paths.len()],
+        Some(Some(text)) => match json::extract(&text, &src.paths) {
+            Some(json) => (
+                json.into_iter()
+                    .map(|s| s.map(|s| owned(found(s))))
+                    .collect(),
+                FormJson::Field,
+            ),
+            None => (none(), FormJson::NotJson),
+        },
     };
-    (json, form, BodyState::Form)
+    (json, form, BodyState::Form(how))
 }
 
 /// A scanned scalar as a key's bytes.

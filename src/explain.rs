@@ -8,11 +8,11 @@
 use crate::config::{Config, Source};
 use crate::decide::{self, Body, Decision, Outcome};
 use crate::dedupe::MAX_DEDUPE_KEY;
-use crate::key::{BodyState, KeySource, Missing};
+use crate::key::{self, BodyState, FormJson, KeySource, Missing};
 use crate::lanes::MAX_LANE_KEY;
 use crate::route::{Route, Target};
 use crate::stamps;
-use crate::verify::Reason;
+use crate::verify::{Failure, Why};
 use serde_json::Value;
 
 /// The explanation of one request, a line each.
@@ -61,10 +61,11 @@ where
     out.push(body_line(cfg, src, body, &decision));
     if let Outcome::Reply(r) = &decision.outcome {
         out.push(format!(
-            "signature: {}: refused, answered {} {}",
-            signature_words(decision.signature),
+            "signature: {}: refused, answered {} {} ({})",
+            signature_words(src, decision.signature.as_ref()),
             r.status,
-            r.body
+            r.body,
+            r.details
         ));
         return out;
     }
@@ -78,16 +79,27 @@ where
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.to_string())
     };
-    match decision.signature {
+    match &decision.signature {
         None => {}
-        Some(Ok(())) => out.push("signature: verified".to_owned()),
-        Some(r @ Err(_)) => out.push(format!(
-            "signature: {} (flag mode): forwarded without its dedupe key",
-            signature_words(Some(r))
+        Some(Ok(())) => out.push(format!(
+            "signature: {}",
+            signature_words(src, decision.signature.as_ref())
+        )),
+        Some(Err(_)) => out.push(format!(
+            "signature: {} (flag mode): forwarded without its dedupe key, every lane keyless",
+            signature_words(src, decision.signature.as_ref())
         )),
     }
-    let json = serde_json::from_slice::<Value>(body).ok();
-    let detail = |k: &KeySource, why: Missing| missing_detail(src, k, why, json.as_ref());
+    // What the keys were offered: the same reading the stamps made.
+    let header_keys = decide::header_keys(src, headers);
+    let hash = src.needs_body().then(|| crate::seal::body_hash(body));
+    let limited = Body::of(body, cfg.max_json_bytes);
+    let offered = decide::offered(src, &header_keys, limited, hash);
+    let values = offered.values();
+    let json = json_read(src, offered.state, body);
+    let detail = |k: &KeySource, why: Missing| {
+        missing_detail(src, k, why, json.as_ref(), offered.state, &values)
+    };
     match &src.dedupe {
         None => out
             .push("dedupe: none configured (a provider's retry looks like a new event)".to_owned()),
@@ -172,13 +184,27 @@ fn body_line(cfg: &Config, src: &Source, body: &[u8], decision: &Decision) -> St
     match stamped.body {
         BodyState::Unread => format!("body: {n} bytes, read for its signature only"),
         BodyState::OverLimit => format!("body: {n} bytes, over max_json_bytes"),
-        BodyState::Form => {
+        BodyState::Form(how) => {
             let names: Vec<String> = crate::form::form_fields(body)
                 .iter()
                 .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
                 .collect();
+            let field = src.form_json.as_deref().unwrap_or_default();
+            let json = match how {
+                _ if src.paths.is_empty() => String::new(),
+                FormJson::Body => "; the JSON paths read the body itself, valid JSON".to_owned(),
+                FormJson::Field => format!("; the JSON paths read the field {field}"),
+                FormJson::NoField => format!("; no field {field} for the JSON paths to read"),
+                FormJson::NotJson if src.form_json.is_some() => {
+                    format!("; the field {field} is not valid JSON")
+                }
+                FormJson::NotJson => {
+                    "; the body is not valid JSON for the JSON paths (no form_json field is configured)"
+                        .to_owned()
+                }
+            };
             format!(
-                "body: {n} bytes, form-encoded, fields: {}",
+                "body: {n} bytes, form-encoded (by its content-type), fields: {}{json}",
                 names.join(", ")
             )
         }
@@ -196,12 +222,80 @@ fn body_line(cfg: &Config, src: &Source, body: &[u8], decision: &Decision) -> St
     }
 }
 
-/// A signature's result, in words.
-fn signature_words(r: Option<Result<(), Reason>>) -> String {
-    match r {
-        None => "not checked".to_owned(),
-        Some(Ok(())) => "verified".to_owned(),
-        Some(Err(reason)) => format!("did not verify ({})", reason.as_str()),
+/// A signature's result, in words: the scheme, and for a failure which
+/// header and which part failed.
+fn signature_words(src: &Source, r: Option<&Result<(), Failure>>) -> String {
+    let scheme = src.verify.as_ref().map(|v| &v.scheme);
+    let name = scheme.map_or("none", |s| s.name());
+    let header = scheme.map_or("", |s| s.signature_header());
+    let Some(r) = r else {
+        return "not checked".to_owned();
+    };
+    let Err(f) = r else {
+        return format!("verified ({name}, {header})");
+    };
+    let story = match &f.why {
+        Why::NoHeader(h) => format!("the header {h} is absent"),
+        Why::NotText(h) => format!("the header {h} is not text (not UTF-8)"),
+        Why::Form { header, expected } => {
+            format!("the header {header} is malformed: expected {expected}")
+        }
+        Why::Unsupported { header, versions } => format!(
+            "the header {header} carries only signature versions {name} does not check here: {}",
+            versions.join(", ")
+        ),
+        Why::NotANumber(h) => format!("the timestamp in {h} is not a whole number of seconds"),
+        Why::Skew {
+            header,
+            skew_s,
+            tolerance_s,
+        } => {
+            let (n, way) = if *skew_s < 0 {
+                (skew_s.unsigned_abs(), "old")
+            } else {
+                (skew_s.unsigned_abs(), "in the future")
+            };
+            format!(
+                "the timestamp in {header} is {n} s {way}, over the tolerance of {tolerance_s} s"
+            )
+        }
+        Why::Mismatch {
+            signatures,
+            secrets,
+        } => {
+            let sigs = match signatures {
+                1 => format!("the signature in {header}"),
+                n => format!("none of the {n} signatures in {header}"),
+            };
+            match (signatures, secrets) {
+                (_, 0) => "no secret is configured for this tenant".to_owned(),
+                (1, 1) => format!("{sigs} does not match the HMAC under the secret"),
+                (1, m) => {
+                    format!("{sigs} matches the HMAC under none of the {m} secrets, each tried")
+                }
+                (_, 1) => format!("{sigs} matches the HMAC under the secret"),
+                (_, m) => {
+                    format!("{sigs} matches the HMAC under any of the {m} secrets, each tried")
+                }
+            }
+        }
+        Why::OverLimit => "the body is over max_json_bytes: never verified".to_owned(),
+    };
+    format!("did not verify ({name}): {story} [{}]", f.reason.as_str())
+}
+
+/// The JSON the source's paths read, decoded (the body itself, or its
+/// `form_json` field), where it is valid.
+fn json_read(src: &Source, state: BodyState, body: &[u8]) -> Option<Value> {
+    match state {
+        BodyState::Json | BodyState::Form(FormJson::Body) => serde_json::from_slice(body).ok(),
+        BodyState::Form(FormJson::Field) => {
+            let name = src.form_json.as_deref()?;
+            let fields = crate::form::form_fields(body);
+            let (_, v) = fields.iter().find(|(k, _)| k == name.as_bytes())?;
+            serde_json::from_slice(v).ok()
+        }
+        _ => None,
     }
 }
 
@@ -262,21 +356,50 @@ fn became(stamped: &str, hashed: bool, max: usize) -> String {
     format!("{stamped} (as is)")
 }
 
-/// Why a key is missing, in words: for a JSON path, where it stops.
-fn missing_detail(src: &Source, k: &KeySource, why: Missing, json: Option<&Value>) -> String {
-    let leaf = match k {
-        KeySource::First(ks) | KeySource::Concat(ks, _) => match ks.first() {
-            Some(first) => {
-                return format!(
-                    "{} (the first part's reason)",
-                    missing_detail(src, first, why, json)
-                )
-            }
-            None => return "nothing to look for".to_owned(),
-        },
-        other => other,
-    };
-    match (why, leaf) {
+/// Why a key is missing, in words: for a JSON path, where it stops; for
+/// `first` and `concat`, every part's reason.
+fn missing_detail(
+    src: &Source,
+    k: &KeySource,
+    why: Missing,
+    json: Option<&Value>,
+    state: BodyState,
+    values: &key::Values<'_, '_>,
+) -> String {
+    if let KeySource::First(_) | KeySource::Concat(..) = k {
+        if why == Missing::Unverified {
+            return leaf_detail(src, k, why, json, state);
+        }
+        let parts: Vec<String> = key::parts(k, values)
+            .into_iter()
+            .map(|(p, miss)| match miss {
+                None => format!("{}: found", describe(src, p)),
+                Some(w) => format!(
+                    "{}: {} ({})",
+                    describe(src, p),
+                    w.as_str(),
+                    missing_detail(src, p, w, json, state, values)
+                ),
+            })
+            .collect();
+        let how = if matches!(k, KeySource::First(_)) {
+            "no alternative gave a key"
+        } else {
+            "a part is missing"
+        };
+        return format!("{how}: {}", parts.join("; "));
+    }
+    leaf_detail(src, k, why, json, state)
+}
+
+fn leaf_detail(
+    src: &Source,
+    k: &KeySource,
+    why: Missing,
+    json: Option<&Value>,
+    state: BodyState,
+) -> String {
+    match (why, k) {
         (Missing::Absent, KeySource::Header(i)) => {
             format!(
                 "no header {}",
@@ -284,6 +407,14 @@ fn missing_detail(src: &Source, k: &KeySource, why: Missing, json: Option<&Value
             )
         }
         (Missing::Empty, KeySource::Header(_)) => "the header is empty".to_owned(),
+        (Missing::Absent, KeySource::Json { .. })
+            if state == BodyState::Form(FormJson::NoField) =>
+        {
+            format!(
+                "the form has no field {} for the JSON paths",
+                src.form_json.as_deref().unwrap_or_default()
+            )
+        }
         (
             Missing::Absent | Missing::WrongType | Missing::Empty,
             KeySource::Json { path, integer },
@@ -291,10 +422,12 @@ fn missing_detail(src: &Source, k: &KeySource, why: Missing, json: Option<&Value
             let p = src.paths.get(*path).cloned().unwrap_or_default();
             match json {
                 Some(v) => walk(v, &p, *integer),
-                None => "the JSON was read from a form field".to_owned(),
+                None => why.as_str().to_owned(),
             }
         }
-        (Missing::NotJson, _) => "the body is not valid JSON (see the body line)".to_owned(),
+        (Missing::NotJson, _) => {
+            "the JSON the paths read is not valid (see the body line)".to_owned()
+        }
         (Missing::OverLimit, _) => "the body was over max_json_bytes".to_owned(),
         (Missing::Unverified, _) => {
             "the signature did not verify: no key of the request is trusted".to_owned()
@@ -306,6 +439,7 @@ fn missing_detail(src: &Source, k: &KeySource, why: Missing, json: Option<&Value
                 src.forms.get(*i).map_or("?", String::as_str)
             )
         }
+        (Missing::Absent, KeySource::BodySha256) => "the body was not seen whole".to_owned(),
         (Missing::Empty, _) => "empty".to_owned(),
         _ => why.as_str().to_owned(),
     }

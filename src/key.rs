@@ -71,7 +71,11 @@ pub struct Values<'v, 'a> {
     pub body_sha256: Option<[u8; 32]>,
 }
 
-/// What became of a body, as its keys see it.
+/// What became of a body, as its keys see it. The rule: a body whose
+/// content-type is a form's has its fields decoded for the form keys; the
+/// JSON paths read the `form_json` field of such a body where the source
+/// names one, and the body itself in every other case (whatever its
+/// content-type says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BodyState {
     /// Not read: the source's keys come from headers.
@@ -81,10 +85,25 @@ pub enum BodyState {
     Json,
     /// Not valid JSON (as a whole).
     NotJson,
-    /// Form-encoded, its fields decoded.
-    Form,
+    /// Form-encoded (by its content-type), its fields decoded; where the
+    /// JSON paths were read, and how that went.
+    Form(FormJson),
     /// Over max_json_bytes: never read.
     OverLimit,
+}
+
+/// Where a form-encoded body's JSON paths were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormJson {
+    /// The source names no `form_json` field: the body itself, valid JSON.
+    Body,
+    /// The `form_json` field, valid JSON.
+    Field,
+    /// The source's `form_json` field is not in the form.
+    NoField,
+    /// The JSON the paths read (the field's value, or the body) is not
+    /// valid.
+    NotJson,
 }
 
 /// Why a key is missing: the `reason` label of the missing-key counters,
@@ -134,7 +153,8 @@ impl Missing {
 }
 
 /// Why `k` gave no key (called only when it gave none): the first
-/// alternative's reason for `first`, the first missing part's for `concat`.
+/// alternative's reason for `first`, the first missing part's for `concat`
+/// (the metric's one label; `explain` gives every part's, with `parts`).
 pub fn why(k: &KeySource, v: &Values<'_, '_>) -> Missing {
     match k {
         KeySource::Header(i) => match v.headers.get(*i).copied().flatten() {
@@ -143,7 +163,8 @@ pub fn why(k: &KeySource, v: &Values<'_, '_>) -> Missing {
         },
         KeySource::Json { path, .. } => match v.body {
             BodyState::OverLimit => Missing::OverLimit,
-            BodyState::NotJson => Missing::NotJson,
+            BodyState::NotJson | BodyState::Form(FormJson::NotJson) => Missing::NotJson,
+            BodyState::Form(FormJson::NoField) => Missing::Absent,
             _ => match v.json.get(*path).and_then(Option::as_ref) {
                 None => Missing::Absent,
                 Some(Found::Str(s)) if s.is_empty() => Missing::Empty,
@@ -152,7 +173,7 @@ pub fn why(k: &KeySource, v: &Values<'_, '_>) -> Missing {
         },
         KeySource::Form(i) => match v.body {
             BodyState::OverLimit => Missing::OverLimit,
-            BodyState::Form => match v.form.get(*i).and_then(Option::as_ref) {
+            BodyState::Form(_) => match v.form.get(*i).and_then(Option::as_ref) {
                 None => Missing::Absent,
                 Some(_) => Missing::Empty,
             },
@@ -167,6 +188,18 @@ pub fn why(k: &KeySource, v: &Values<'_, '_>) -> Missing {
             .iter()
             .find(|k| eval(k, v).is_none())
             .map_or(Missing::Absent, |k| why(k, v)),
+    }
+}
+
+/// For `first` and `concat`: each part, and why it gave no key (`None`:
+/// it gave one). Empty for a leaf.
+pub fn parts<'k>(k: &'k KeySource, v: &Values<'_, '_>) -> Vec<(&'k KeySource, Option<Missing>)> {
+    match k {
+        KeySource::First(ks) | KeySource::Concat(ks, _) => ks
+            .iter()
+            .map(|p| (p, eval(p, v).is_none().then(|| why(p, v))))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

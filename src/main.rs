@@ -330,6 +330,8 @@ fn request_args(
     if !have_path {
         return Err(usage("--path"));
     }
+    // Repeats joined as Envoy joins them, so the answer is the filter's.
+    req.headers = hookstamp::pairs::as_envoy_gives(&req.headers);
     let loaded = load(&config).map_err(|errs| errs.join("\n"))?;
     req.body = match &body {
         None => Vec::new(),
@@ -401,7 +403,7 @@ fn batch_request(line: &str) -> Result<Request, String> {
     Ok(Request {
         method: text("method").unwrap_or("POST").to_owned(),
         path: text("path").ok_or("path is required")?.to_owned(),
-        headers,
+        headers: hookstamp::pairs::as_envoy_gives(&headers),
         body,
     })
 }

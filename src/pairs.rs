@@ -74,6 +74,63 @@ where
         .map(|(_, v)| v.as_ref())
 }
 
+/// Request headers Envoy keeps once, joining a repeat onto the first value
+/// with `,` (its inline headers, and the custom inline ones its extensions
+/// register): the filter sees `a,b` for a header sent twice. Checked
+/// against a live Envoy in tests/cases/repeats.json.
+const JOINED: &[&str] = &[
+    "accept",
+    "accept-encoding",
+    "access-control-request-headers",
+    "access-control-request-method",
+    "authorization",
+    "cache-control",
+    "connection",
+    "content-type",
+    "expect",
+    "grpc-timeout",
+    "keep-alive",
+    "origin",
+    "proxy-connection",
+    "proxy-status",
+    "referer",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+    "user-agent",
+    "via",
+    "x-client-trace-id",
+    "x-forwarded-client-cert",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-request-id",
+];
+
+/// A header list as Envoy hands it to the filter: names lowercase, and a
+/// repeat of a header Envoy keeps once (see `JOINED`) joined onto its first
+/// value with `,`. The CLI and the native tables give `decide` this list,
+/// so that they answer as the filter does for any list a client sends.
+pub fn as_envoy_gives<N, V>(headers: &[(N, V)]) -> Vec<(String, Vec<u8>)>
+where
+    N: AsRef<str>,
+    V: AsRef<[u8]>,
+{
+    let mut out: Vec<(String, Vec<u8>)> = Vec::with_capacity(headers.len());
+    for (n, v) in headers {
+        let name = n.as_ref().to_ascii_lowercase();
+        let joined = JOINED.contains(&name.as_str());
+        match out.iter_mut().find(|(o, _)| joined && *o == name) {
+            Some((_, first)) => {
+                first.push(b',');
+                first.extend_from_slice(v.as_ref());
+            }
+            None => out.push((name, v.as_ref().to_vec())),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +146,23 @@ mod tests {
         assert_eq!(parse(&serialise(&map)), Some(map));
         assert_eq!(parse(&[]), Some(vec![]));
         assert_eq!(parse(&serialise(&[])), Some(vec![]));
+    }
+
+    #[test]
+    fn repeats_join_as_envoy_joins_them() {
+        let h = [
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("X-Id", "a"),
+            ("content-type", "application/json"),
+            ("x-id", "b"),
+        ];
+        let got = as_envoy_gives(&h);
+        assert_eq!(
+            first_header(&got, "content-type"),
+            Some(&b"application/x-www-form-urlencoded,application/json"[..])
+        );
+        assert_eq!(first_header(&got, "x-id"), Some(&b"a"[..]));
+        assert_eq!(got.len(), 3);
     }
 
     #[test]

@@ -92,6 +92,32 @@ impl Scheme {
         })
     }
 
+    /// The scheme's name as the configuration writes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scheme::Stripe => "stripe",
+            Scheme::Github => "github",
+            Scheme::Shopify => "shopify",
+            Scheme::Slack => "slack",
+            Scheme::StandardWebhooks => "standard_webhooks",
+            Scheme::Svix => "svix",
+            Scheme::Custom(_) => "custom",
+        }
+    }
+
+    /// The header the signature is read from, as `explain` names it.
+    pub fn signature_header(&self) -> &str {
+        match self {
+            Scheme::Stripe => "stripe-signature",
+            Scheme::Github => "x-hub-signature-256",
+            Scheme::Shopify => "x-shopify-hmac-sha256",
+            Scheme::Slack => "x-slack-signature",
+            Scheme::StandardWebhooks => "webhook-signature",
+            Scheme::Svix => "svix-signature (or webhook-signature)",
+            Scheme::Custom(c) => &c.header,
+        }
+    }
+
     /// Standard Webhooks' secrets are `whsec_` + base64 of the key bytes.
     pub fn decodes_whsec(&self) -> bool {
         matches!(self, Scheme::StandardWebhooks | Scheme::Svix)
@@ -186,6 +212,89 @@ impl Reason {
     }
 }
 
+/// Why a signature did not verify, in full: the reason (the metric's label
+/// and the reply's details) and what exactly failed, for `explain` and the
+/// debug log. It names headers and counts, never a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: Reason,
+    pub why: Why,
+}
+
+/// What exactly failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Why {
+    /// A header the scheme signs or needs is absent.
+    NoHeader(String),
+    /// A header is not text (not UTF-8).
+    NotText(String),
+    /// A header's value is not in the scheme's form: what it should be.
+    Form {
+        header: String,
+        expected: &'static str,
+    },
+    /// The header carries only signature versions the scheme does not
+    /// check (e.g. Standard Webhooks' asymmetric `v1a`), named.
+    Unsupported {
+        header: String,
+        versions: Vec<String>,
+    },
+    /// The timestamp is not a whole number of seconds.
+    NotANumber(String),
+    /// The timestamp is `skew_s` seconds from the clock (negative: in the
+    /// past), more than the tolerance.
+    Skew {
+        header: String,
+        skew_s: i64,
+        tolerance_s: u64,
+    },
+    /// No signature in the header matched the HMAC of any secret.
+    Mismatch { signatures: usize, secrets: usize },
+    /// The body is over max_json_bytes: never verified.
+    OverLimit,
+}
+
+impl Failure {
+    fn new(reason: Reason, why: Why) -> Self {
+        Failure { reason, why }
+    }
+
+    pub fn over_limit() -> Self {
+        Failure::new(Reason::OverLimit, Why::OverLimit)
+    }
+
+    fn missing(header: &str) -> Self {
+        Failure::new(Reason::Missing, Why::NoHeader(header.to_owned()))
+    }
+
+    fn form(header: &str, expected: &'static str) -> Self {
+        Failure::new(
+            Reason::Malformed,
+            Why::Form {
+                header: header.to_owned(),
+                expected,
+            },
+        )
+    }
+}
+
+/// The versions named in a signature list that has none the scheme checks:
+/// the short alphanumeric tokens before a separator (at most four, each at
+/// most 8 characters, so a hostile header cannot make this long).
+fn versions<'v>(items: impl Iterator<Item = &'v str>, sep: char) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in items {
+        let Some((v, _)) = item.trim().split_once(sep) else {
+            continue;
+        };
+        let token = !v.is_empty() && v.len() <= 8 && v.bytes().all(|b| b.is_ascii_alphanumeric());
+        if token && !out.iter().any(|o| o == v) && out.len() < 4 {
+            out.push(v.to_owned());
+        }
+    }
+    out
+}
+
 enum Mac {
     Sha1(Hmac<sha1::Sha1>),
     Sha256(Hmac<sha2::Sha256>),
@@ -240,8 +349,9 @@ impl Pending {
 
     /// Whether any secret's HMAC equals any of the signatures; every pair
     /// is compared, each in constant time.
-    pub fn finish(self) -> Result<(), Reason> {
+    pub fn finish(self) -> Result<(), Failure> {
         let mut ok = false;
+        let (signatures, secrets) = (self.signatures.len(), self.macs.len());
         for m in self.macs {
             let tag = m.tag();
             for s in &self.signatures {
@@ -251,7 +361,13 @@ impl Pending {
         if ok {
             Ok(())
         } else {
-            Err(Reason::Mismatch)
+            Err(Failure::new(
+                Reason::Mismatch,
+                Why::Mismatch {
+                    signatures,
+                    secrets,
+                },
+            ))
         }
     }
 
@@ -261,6 +377,25 @@ impl Pending {
             + self.macs.len() * std::mem::size_of::<Mac>()
             + self.signatures.iter().map(Vec::len).sum::<usize>()
     }
+}
+
+/// A signature list with no version the scheme checks: unsupported when it
+/// names others (e.g. only `v1a`), else malformed as `otherwise` says.
+fn unsupported_or(
+    header: &str,
+    versions: Vec<String>,
+    otherwise: impl FnOnce() -> Failure,
+) -> Failure {
+    if versions.is_empty() {
+        return otherwise();
+    }
+    Failure::new(
+        Reason::Malformed,
+        Why::Unsupported {
+            header: header.to_owned(),
+            versions,
+        },
+    )
 }
 
 /// Equal bytes, in time that depends only on the lengths (RustCrypto's
@@ -287,21 +422,37 @@ impl Verify {
         secrets: &[Secret],
         header: impl Fn(&str) -> Option<&'h [u8]>,
         now_s: u64,
-    ) -> Result<Pending, Reason> {
-        let text = |name: &str| -> Result<&'h str, Reason> {
-            let v = header(name).ok_or(Reason::Missing)?;
-            std::str::from_utf8(v).map_err(|_| Reason::Malformed)
+    ) -> Result<Pending, Failure> {
+        let text = |name: &str| -> Result<&'h str, Failure> {
+            let v = header(name).ok_or_else(|| Failure::missing(name))?;
+            std::str::from_utf8(v)
+                .map_err(|_| Failure::new(Reason::Malformed, Why::NotText(name.to_owned())))
         };
-        let fresh = |ts: &str| -> Result<(), Reason> {
-            let t: u64 = ts.trim().parse().map_err(|_| Reason::Malformed)?;
+        let fresh = |name: &str, ts: &str| -> Result<(), Failure> {
+            let t: u64 = ts
+                .trim()
+                .parse()
+                .map_err(|_| Failure::new(Reason::Malformed, Why::NotANumber(name.to_owned())))?;
             if t.abs_diff(now_s) > self.tolerance_s {
-                return Err(Reason::Expired);
+                // Both are below 2^64; the difference is clamped, never wraps.
+                let skew = i128::from(t) - i128::from(now_s);
+                let skew_s =
+                    i64::try_from(skew).unwrap_or(if skew < 0 { i64::MIN } else { i64::MAX });
+                return Err(Failure::new(
+                    Reason::Expired,
+                    Why::Skew {
+                        header: name.to_owned(),
+                        skew_s,
+                        tolerance_s: self.tolerance_s,
+                    },
+                ));
             }
             Ok(())
         };
         let (alg, prefix, signatures): (Algorithm, Vec<u8>, Vec<Vec<u8>>) = match &self.scheme {
             Scheme::Stripe => {
-                let h = text("stripe-signature")?;
+                const H: &str = "stripe-signature";
+                let h = text(H)?;
                 let mut t = None;
                 let mut sigs = Vec::new();
                 for item in h.split(',') {
@@ -311,30 +462,52 @@ impl Verify {
                         _ => {}
                     }
                 }
-                let t = t.ok_or(Reason::Malformed)?;
+                let t = t.ok_or_else(|| Failure::form(H, "t=<timestamp>,v1=<hex>: no t="))?;
                 if sigs.is_empty() {
-                    return Err(Reason::Malformed);
+                    let signed = h.split(',').filter(|i| !i.trim().starts_with("t="));
+                    return Err(unsupported_or(H, versions(signed, '='), || {
+                        Failure::form(H, "t=<timestamp>,v1=<hex>: no v1= with hex")
+                    }));
                 }
-                fresh(t)?;
+                fresh(H, t)?;
                 (Algorithm::Sha256, format!("{t}.").into_bytes(), sigs)
             }
             Scheme::Github => {
-                let h = text("x-hub-signature-256")?;
-                let sig = h.strip_prefix("sha256=").ok_or(Reason::Malformed)?;
-                let sig = hex::decode(sig).map_err(|_| Reason::Malformed)?;
+                const H: &str = "x-hub-signature-256";
+                let h = text(H)?;
+                let sig = h
+                    .strip_prefix("sha256=")
+                    .ok_or_else(|| Failure::form(H, "sha256=<hex>: no sha256= prefix"))?;
+                let sig =
+                    hex::decode(sig).map_err(|_| Failure::form(H, "sha256=<hex>: not hex"))?;
                 (Algorithm::Sha256, Vec::new(), vec![sig])
             }
             Scheme::Shopify => {
-                let h = text("x-shopify-hmac-sha256").or_else(|_| text("shopify-hmac-sha256"))?;
-                let sig = STANDARD.decode(h.trim()).map_err(|_| Reason::Malformed)?;
+                let (name, h) = match text("x-shopify-hmac-sha256") {
+                    Ok(h) => ("x-shopify-hmac-sha256", h),
+                    // The unprefixed name some of Shopify's senders use.
+                    Err(first) => (
+                        "shopify-hmac-sha256",
+                        text("shopify-hmac-sha256").map_err(|_| first)?,
+                    ),
+                };
+                let sig = STANDARD
+                    .decode(h.trim())
+                    .map_err(|_| Failure::form(name, "<base64>: not base64"))?;
                 (Algorithm::Sha256, Vec::new(), vec![sig])
             }
             Scheme::Slack => {
-                let sig = text("x-slack-signature")?;
-                let ts = text("x-slack-request-timestamp")?;
-                let sig = sig.strip_prefix("v0=").ok_or(Reason::Malformed)?;
-                let sig = hex::decode(sig).map_err(|_| Reason::Malformed)?;
-                fresh(ts)?;
+                const H: &str = "x-slack-signature";
+                const T: &str = "x-slack-request-timestamp";
+                let sig = text(H)?;
+                let ts = text(T)?;
+                let sig = sig.strip_prefix("v0=").ok_or_else(|| {
+                    unsupported_or(H, versions(std::iter::once(sig), '='), || {
+                        Failure::form(H, "v0=<hex>: no v0= prefix")
+                    })
+                })?;
+                let sig = hex::decode(sig).map_err(|_| Failure::form(H, "v0=<hex>: not hex"))?;
+                fresh(T, ts)?;
                 (
                     Algorithm::Sha256,
                     format!("v0:{ts}:").into_bytes(),
@@ -345,40 +518,54 @@ impl Verify {
                 let svix = matches!(self.scheme, Scheme::Svix);
                 // Svix's library takes its own names first, then the
                 // unbranded ones.
-                let named = |n: &str| -> Result<&'h str, Reason> {
+                let named = |n: &str| -> Result<(String, &'h str), Failure> {
                     if svix {
-                        match text(&format!("svix-{n}")) {
-                            Err(Reason::Missing) => {}
-                            other => return other,
+                        let own = format!("svix-{n}");
+                        match text(&own) {
+                            Err(Failure {
+                                reason: Reason::Missing,
+                                ..
+                            }) => {}
+                            other => return other.map(|v| (own, v)),
                         }
                     }
-                    text(&format!("webhook-{n}"))
+                    let plain = format!("webhook-{n}");
+                    text(&plain).map(|v| (plain, v))
                 };
-                let (id, ts, sig) = (named("id")?, named("timestamp")?, named("signature")?);
+                let (_, id) = named("id")?;
+                let (ts_name, ts) = named("timestamp")?;
+                let (sig_name, sig) = named("signature")?;
                 let sigs: Vec<Vec<u8>> = sig
                     .split(' ')
                     .filter_map(|e| e.strip_prefix("v1,"))
                     .filter_map(|b| STANDARD.decode(b).ok())
                     .collect();
                 if sigs.is_empty() {
-                    return Err(Reason::Malformed);
+                    return Err(unsupported_or(
+                        &sig_name,
+                        versions(sig.split(' '), ','),
+                        || Failure::form(&sig_name, "v1,<base64> entries: none with base64"),
+                    ));
                 }
-                fresh(ts)?;
+                fresh(&ts_name, ts)?;
                 (Algorithm::Sha256, format!("{id}.{ts}.").into_bytes(), sigs)
             }
             Scheme::Custom(c) => {
                 let h = text(&c.header)?;
-                let enc = h.strip_prefix(c.prefix.as_str()).ok_or(Reason::Malformed)?;
+                let enc = h
+                    .strip_prefix(c.prefix.as_str())
+                    .ok_or_else(|| Failure::form(&c.header, "the configured prefix is missing"))?;
                 let sig = match c.encoding {
-                    Encoding::Hex => hex::decode(enc.trim()).map_err(|_| Reason::Malformed)?,
-                    Encoding::Base64 => {
-                        STANDARD.decode(enc.trim()).map_err(|_| Reason::Malformed)?
-                    }
+                    Encoding::Hex => hex::decode(enc.trim())
+                        .map_err(|_| Failure::form(&c.header, "not hex after the prefix"))?,
+                    Encoding::Base64 => STANDARD
+                        .decode(enc.trim())
+                        .map_err(|_| Failure::form(&c.header, "not base64 after the prefix"))?,
                 };
                 let ts = match &c.timestamp_header {
                     Some(t) => {
                         let ts = text(t)?;
-                        fresh(ts)?;
+                        fresh(t, ts)?;
                         Some(ts)
                     }
                     None => None,
@@ -389,7 +576,7 @@ impl Verify {
                         Part::Text(t) => prefix.extend_from_slice(t.as_bytes()),
                         Part::Timestamp => prefix.extend_from_slice(ts.unwrap_or("").as_bytes()),
                         Part::Header(n) => {
-                            prefix.extend_from_slice(header(n).ok_or(Reason::Missing)?)
+                            prefix.extend_from_slice(header(n).ok_or_else(|| Failure::missing(n))?)
                         }
                     }
                 }
@@ -399,7 +586,9 @@ impl Verify {
         let mut macs = Vec::with_capacity(secrets.len());
         for s in secrets {
             // Any key length is valid for HMAC: this never fails.
-            let mut m = Mac::new(alg, &s.0).ok_or(Reason::Mismatch)?;
+            let Some(mut m) = Mac::new(alg, &s.0) else {
+                continue;
+            };
             m.update(&prefix);
             macs.push(m);
         }
@@ -413,7 +602,7 @@ impl Verify {
         header: impl Fn(&str) -> Option<&'h [u8]>,
         body: &[u8],
         now_s: u64,
-    ) -> Result<(), Reason> {
+    ) -> Result<(), Failure> {
         let mut p = self.start(secrets, header, now_s)?;
         p.update(body);
         p.finish()
@@ -446,14 +635,30 @@ mod tests {
         p.update(&body[..3]);
         p.update(&body[3..]);
         assert_eq!(p.finish(), Ok(()));
-        assert_eq!(v.check(&secrets[..1], hdr, body, 0), Err(Reason::Mismatch));
+        let reason = |r: Result<(), Failure>| r.map_err(|f| f.reason);
         assert_eq!(
-            v.check(&secrets, hdr, b"{\"zen\":\"hI\"}", 0),
+            v.check(&secrets[..1], hdr, body, 0),
+            Err(Failure::new(
+                Reason::Mismatch,
+                Why::Mismatch {
+                    signatures: 1,
+                    secrets: 1
+                }
+            ))
+        );
+        assert_eq!(
+            reason(v.check(&secrets, hdr, b"{\"zen\":\"hI\"}", 0)),
             Err(Reason::Mismatch)
         );
-        assert_eq!(v.check(&secrets, |_| None, body, 0), Err(Reason::Missing));
+        assert_eq!(
+            v.check(&secrets, |_| None, body, 0),
+            Err(Failure::missing("x-hub-signature-256"))
+        );
         let bad = |n: &str| (n == "x-hub-signature-256").then_some(b"sha1=00".as_slice());
-        assert_eq!(v.check(&secrets, bad, body, 0), Err(Reason::Malformed));
+        assert_eq!(
+            reason(v.check(&secrets, bad, body, 0)),
+            Err(Reason::Malformed)
+        );
     }
 
     #[test]

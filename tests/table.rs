@@ -87,6 +87,8 @@ fn case_table() {
                         .collect()
                 })
                 .unwrap_or_default();
+            // As Envoy hands them to the filter (repeats joined).
+            let headers = hookstamp::pairs::as_envoy_gives(&headers);
             let method = req.get("method").and_then(Value::as_str).unwrap_or("POST");
             let path = req["path"].as_str().unwrap();
             let body = body_of(req);
@@ -358,12 +360,12 @@ fn explain_renders_the_decision_the_signature_and_hashing_included() {
         &[("x-hub-signature-256", &format!("sha256={}", "0".repeat(64)))],
     );
     assert!(
-        e.contains("signature: did not verify (mismatch): refused, answered 401"),
+        e.contains("signature: did not verify (github): the signature in x-hub-signature-256 does not match the HMAC under the secret [mismatch]: refused, answered 401"),
         "{e}"
     );
     let e = run("/webhooks/gh", &[]);
     assert!(
-        e.contains("signature: did not verify (missing): refused, answered 401"),
+        e.contains("signature: did not verify (github): the header x-hub-signature-256 is absent [missing]: refused, answered 401 {\"error\":\"invalid_signature\"} (hookstamp.invalid_signature.missing)"),
         "{e}"
     );
     // A key that looks like a hash but was not hashed, and one that was.
@@ -374,6 +376,140 @@ fn explain_renders_the_decision_the_signature_and_hashing_included() {
     let e = run("/webhooks/h", &[("x-id", &long)]);
     assert!(
         e.contains("→ hashed, as it was over 200 bytes: sha256:"),
+        "{e}"
+    );
+}
+
+/// `explain` tells the signature's story: which header, which part failed
+/// (absent, malformed, an unsupported version, the skew against the
+/// tolerance, a mismatch against each secret), one line a variant.
+#[test]
+fn explain_names_the_exact_signature_failure() {
+    use hmac::Mac as _;
+    let cfg = config::load(
+        r#"{"sources":[
+            {"id":"st","dedupe":"stripe","verify":{"scheme":"stripe","secrets":[{"value":"a"},{"value":"b"}]}},
+            {"id":"sv","dedupe":"svix","verify":{"scheme":"svix","secrets":[{"value":"whsec_c2VjcmV0"}]}},
+            {"id":"sl","verify":{"scheme":"slack","secrets":[{"value":"s"}]},"dedupe":{"header":"x-id"}}]}"#,
+    )
+    .unwrap()
+    .config;
+    let now = 1_700_000_000u64;
+    let body = br#"{"id":"evt_1"}"#;
+    let sign = |t: u64, key: &[u8]| {
+        let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).unwrap();
+        m.update(format!("{t}.").as_bytes());
+        m.update(body);
+        hex::encode(m.finalize().into_bytes())
+    };
+    let line = |path: &str, headers: &[(&str, String)]| {
+        hookstamp::explain::explain(&cfg, "POST", path, headers, body, now)
+            .into_iter()
+            .find(|l| l.starts_with("signature:"))
+            .unwrap()
+    };
+    let stripe = |v: String| line("/webhooks/st", &[("stripe-signature", v)]);
+    let cases: Vec<(String, &str)> = vec![
+        (stripe(format!("t={now},v1={}", sign(now, b"b"))), "signature: verified (stripe, stripe-signature)"),
+        (line("/webhooks/st", &[]), "the header stripe-signature is absent [missing]"),
+        (stripe(format!("v1={}", sign(now, b"a"))), "the header stripe-signature is malformed: expected t=<timestamp>,v1=<hex>: no t= [malformed]"),
+        (stripe(format!("t={now},v0={}", sign(now, b"a"))), "the header stripe-signature carries only signature versions stripe does not check here: v0 [malformed]"),
+        (stripe(format!("t={},v1={}", now - 412, sign(now - 412, b"a"))), "the timestamp in stripe-signature is 412 s old, over the tolerance of 300 s [expired]"),
+        (stripe(format!("t={},v1={}", now + 3600, sign(now + 3600, b"a"))), "the timestamp in stripe-signature is 3600 s in the future, over the tolerance of 300 s [expired]"),
+        (stripe(format!("t=soon,v1={}", sign(now, b"a"))), "the timestamp in stripe-signature is not a whole number of seconds [malformed]"),
+        (stripe(format!("t={now},v1={},v1={}", sign(now, b"x"), sign(now, b"y"))), "none of the 2 signatures in stripe-signature matches the HMAC under any of the 2 secrets, each tried [mismatch]"),
+        (stripe(format!("t={now},v1={}", sign(now, b"x"))), "the signature in stripe-signature matches the HMAC under none of the 2 secrets, each tried [mismatch]"),
+        (
+            line("/webhooks/sv", &[("svix-id", "msg_1".into()), ("svix-timestamp", now.to_string()), ("svix-signature", "v1a,AAAA v2,BBBB".into())]),
+            "the header svix-signature carries only signature versions svix does not check here: v1a, v2 [malformed]",
+        ),
+        (
+            line("/webhooks/sv", &[("webhook-id", "msg_1".into()), ("webhook-timestamp", now.to_string())]),
+            "the header webhook-signature is absent [missing]",
+        ),
+        (
+            line("/webhooks/sl", &[("x-slack-signature", "v0=00".into()), ("x-slack-request-timestamp", "1e9".into())]),
+            "the timestamp in x-slack-request-timestamp is not a whole number of seconds [malformed]",
+        ),
+    ];
+    for (got, want) in cases {
+        assert!(got.contains(want), "{got}\n  wanted: {want}");
+    }
+}
+
+/// Which keys read a body as what: a form content-type decodes the fields
+/// for form keys; JSON paths read the `form_json` field where the source
+/// names one, the body itself otherwise (whatever the content-type); and
+/// `explain` gives every alternative's and part's reason.
+#[test]
+fn the_body_rule_and_every_parts_reason() {
+    let cfg = config::load(
+        r#"{"sources":[
+            {"id":"mix","dedupe":{"first":[{"form":"MessageSid"},{"json":"id"}]},
+             "sinks":[{"type":"kafka","ordered":true,"ordering_key":{"concat":[{"header":"x-a"},{"json":"data.customer"}],"separator":":"}}]},
+            {"id":"fj","form_json":"payload","dedupe":{"json":"id"}}]}"#,
+    )
+    .unwrap()
+    .config;
+    let form = ("content-type", "application/x-www-form-urlencoded");
+    let stamps = |path: &str, headers: &[(&str, &str)], body: &str| match hookstamp::decide::decide(
+        &cfg,
+        "POST",
+        path,
+        headers,
+        body.as_bytes(),
+        0,
+    )
+    .outcome
+    {
+        hookstamp::decide::Outcome::Forward { stamped, .. } => stamped
+            .headers
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    // A JSON body sent with a form content-type: the JSON key reads it.
+    let s = stamps(
+        "/webhooks/mix",
+        &[form],
+        r#"{"id":"evt_9","data":{"customer":"c1"}}"#,
+    );
+    assert!(
+        s.contains(&"x-hookstamp-dedupe-key=evt_9".to_owned()),
+        "{s:?}"
+    );
+    // A real form: the form key reads it.
+    let s = stamps("/webhooks/mix", &[form], "MessageSid=SM1&x=1");
+    assert!(
+        s.contains(&"x-hookstamp-dedupe-key=SM1".to_owned()),
+        "{s:?}"
+    );
+    // form_json: the field is read, not the body.
+    let s = stamps(
+        "/webhooks/fj",
+        &[form],
+        "payload=%7B%22id%22%3A%22evt_f%22%7D",
+    );
+    assert!(
+        s.contains(&"x-hookstamp-dedupe-key=evt_f".to_owned()),
+        "{s:?}"
+    );
+    let explain = |path: &str, headers: &[(&str, &str)], body: &str| {
+        hookstamp::explain::explain(&cfg, "POST", path, headers, body.as_bytes(), 0).join("\n")
+    };
+    let e = explain("/webhooks/mix", &[form], "x=1");
+    assert!(e.contains("body: 3 bytes, form-encoded (by its content-type), fields: x; the body is not valid JSON for the JSON paths"), "{e}");
+    assert!(e.contains("dedupe key: the first of (form field MessageSid, json id (integers too)) → none (absent): no alternative gave a key: form field MessageSid: absent (no form field MessageSid); json id (integers too): not_json (the JSON the paths read is not valid (see the body line))"), "{e}");
+    let e = explain("/webhooks/mix", &[("x-a", "A")], r#"{"data":{}}"#);
+    assert!(e.contains(r#"lane of sink 0: (header x-a, json data.customer) joined by ":" → none (absent): a part is missing: header x-a: found; json data.customer: absent (data has no key "customer"); the keyless lane (counted)"#), "{e}");
+    let e = explain("/webhooks/fj", &[form], "other=1");
+    assert!(
+        e.contains("no field payload for the JSON paths to read"),
+        "{e}"
+    );
+    assert!(
+        e.contains("the form has no field payload for the JSON paths"),
         "{e}"
     );
 }

@@ -210,7 +210,7 @@ impl Vm {
                 let header = |n: &str| crate::pairs::first_header(&headers, n);
                 match v.start(secrets, header, now / 1000) {
                     Ok(p) => Check::Running(p),
-                    Err(r) => Check::Failed(r),
+                    Err(f) => Check::Failed(f.reason),
                 }
             }
         };
@@ -663,7 +663,7 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
         (Check::Off, _) => None,
         (_, Body::OverLimit) => Some(Err(Reason::OverLimit)),
         (Check::Failed(r), _) => Some(Err(r)),
-        (Check::Running(p), _) => Some(p.finish()),
+        (Check::Running(p), _) => Some(p.finish().map_err(|f| f.reason)),
     };
     let m = plugin.metrics.source(w.source);
     let verified = match (result, &src.verify) {
