@@ -39,6 +39,11 @@ pub fn preset(name: &str) -> Option<&'static PresetKey> {
 }
 
 /// The names of all presets, for error messages.
+/// The presets' names.
+pub fn names() -> Vec<&'static str> {
+    PRESETS.iter().map(|(n, _)| *n).collect()
+}
+
 pub fn preset_names() -> String {
     PRESETS
         .iter()

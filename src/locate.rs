@@ -12,18 +12,30 @@ pub struct Located {
     pub place: String,
     /// The plugin configuration, as JSON.
     pub config: Value,
-    /// Variables the filter's VM gets (`environment_variables.key_values`).
+    /// Variables the filter's VM gets inline (`environment_variables.key_values`,
+    /// a WasmPlugin's `INLINE` env).
     pub env: Vec<(String, String)>,
+    /// What the deployment gives the VM from the proxy's own environment;
+    /// `None` for a bare plugin configuration, which says nothing of its
+    /// VM.
+    pub vm: Option<Vm>,
     /// Whether the deployment can hold headers for a body
     /// (`allow_on_headers_stop_iteration`; never in a WasmPlugin).
     pub holds_headers: bool,
 }
 
+/// The variables a VM gets from the proxy's environment, and the field
+/// that lists them.
+pub struct Vm {
+    pub host_keys: Vec<String>,
+    pub field: &'static str,
+}
+
 const WASM_FILTER: &str = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
 
 /// Parses a file (JSON, or YAML with one or more documents) and finds every
-/// hookstamp configuration in it.
-pub fn find(text: &str) -> Result<Vec<Located>, String> {
+/// hookstamp configuration in it, named after `file`.
+pub fn find(text: &str, file: &str) -> Result<Vec<Located>, String> {
     let json_like = text.trim_start().starts_with(['{', '[']);
     let docs: Vec<Value> = match serde_json::from_str::<Value>(text) {
         Ok(v) => vec![v],
@@ -43,22 +55,24 @@ pub fn find(text: &str) -> Result<Vec<Located>, String> {
     };
     let mut out = Vec::new();
     for (i, doc) in docs.iter().enumerate() {
-        let name = doc_name(doc, i, docs.len());
+        let name = doc_name(doc, i, docs.len(), file);
         if doc.get("sources").is_some() {
             out.push(Located {
                 place: name.clone(),
                 config: doc.clone(),
                 env: Vec::new(),
+                vm: None,
                 holds_headers: true,
             });
             continue;
         }
         // Istio's WasmPlugin and Envoy Gateway's policy: neither can hold
         // headers for a body.
-        let headless = |place: String, c: &Value| Located {
+        let headless = |place: String, c: &Value, env, host_keys, field| Located {
             place,
             config: c.clone(),
-            env: Vec::new(),
+            env,
+            vm: Some(Vm { host_keys, field }),
             holds_headers: false,
         };
         match doc.get("kind").and_then(Value::as_str) {
@@ -66,14 +80,28 @@ pub fn find(text: &str) -> Result<Vec<Located>, String> {
                 let wasm = doc.pointer("/spec/wasm").and_then(Value::as_array);
                 for (k, w) in wasm.into_iter().flatten().enumerate() {
                     if let Some(c) = w.get("config").filter(|c| c.get("sources").is_some()) {
-                        out.push(headless(format!("{name} spec.wasm[{k}].config"), c));
+                        let keys = strings(w.pointer("/env/hostKeys"));
+                        out.push(headless(
+                            format!("{name} spec.wasm[{k}].config"),
+                            c,
+                            Vec::new(),
+                            keys,
+                            "spec.wasm[].env.hostKeys",
+                        ));
                     }
                 }
                 continue;
             }
             Some("WasmPlugin") => {
                 if let Some(c) = doc.pointer("/spec/pluginConfig") {
-                    out.push(headless(format!("{name} spec.pluginConfig"), c));
+                    let (inline, host) = wasmplugin_env(doc.pointer("/spec/vmConfig/env"));
+                    out.push(headless(
+                        format!("{name} spec.pluginConfig"),
+                        c,
+                        inline,
+                        host,
+                        "spec.vmConfig.env (valueFrom: HOST)",
+                    ));
                 }
                 continue;
             }
@@ -89,6 +117,7 @@ pub fn find(text: &str) -> Result<Vec<Located>, String> {
                 place: name,
                 config: doc.clone(),
                 env: Vec::new(),
+                vm: None,
                 holds_headers: true,
             });
         }
@@ -96,14 +125,48 @@ pub fn find(text: &str) -> Result<Vec<Located>, String> {
     Ok(out)
 }
 
-/// A document's name: its kind and metadata.name when it has them.
-fn doc_name(doc: &Value, i: usize, n: usize) -> String {
+/// A list of strings (others skipped).
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| Some(x.as_str()?.to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A WasmPlugin's `vmConfig.env`: the inline variables (`valueFrom`
+/// `INLINE`, the default) and the names taken from the host (`HOST`).
+fn wasmplugin_env(v: Option<&Value>) -> (Vec<(String, String)>, Vec<String>) {
+    let (mut inline, mut host) = (Vec::new(), Vec::new());
+    for e in v.and_then(Value::as_array).into_iter().flatten() {
+        let Some(name) = e.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        match e.get("valueFrom").and_then(Value::as_str) {
+            Some("HOST") => host.push(name.to_owned()),
+            _ => inline.push((
+                name.to_owned(),
+                e.get("value")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            )),
+        }
+    }
+    (inline, host)
+}
+
+/// A document's name: the file's, its place among several, its kind and
+/// metadata.name when it has them.
+fn doc_name(doc: &Value, i: usize, n: usize, file: &str) -> String {
     let kind = doc.get("kind").and_then(Value::as_str);
     let meta = doc.pointer("/metadata/name").and_then(Value::as_str);
     let base = if n > 1 {
-        format!("document {}", i + 1)
+        format!("{file} document {}", i + 1)
     } else {
-        "the file".to_owned()
+        file.to_owned()
     };
     match (kind, meta) {
         (Some(k), Some(m)) => format!("{base} ({k} {m})"),
@@ -157,10 +220,15 @@ fn filter(config: Option<&Value>, doc: &str, path: &str) -> Option<Located> {
                 .collect()
         })
         .unwrap_or_default();
+    let host_keys = strings(c.pointer("/vm_config/environment_variables/host_env_keys"));
     Some(Located {
         place: format!("{doc} at {}", path.trim_start_matches('.')),
         config: value,
         env,
+        vm: Some(Vm {
+            host_keys,
+            field: "vm_config.environment_variables.host_env_keys",
+        }),
         holds_headers: c.get("allow_on_headers_stop_iteration") == Some(&Value::Bool(true)),
     })
 }

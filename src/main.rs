@@ -5,15 +5,16 @@ mod locate;
 use hookstamp::config::{self, Loaded};
 use hookstamp::decide;
 use lexopt::prelude::*;
+use locate::Located;
 use std::ffi::OsString;
 use std::io::{BufRead, Read, Write};
 use std::process::ExitCode;
 
 const SYNOPSIS: &str = "usage:
-  hookstamp check FILE|- [--deployment envoy|wasmplugin] [--strict]
-  hookstamp stamp CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS]
-  hookstamp explain CONFIG.json --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS]
-  hookstamp batch CONFIG.json [--now UNIX_SECONDS] < requests.jsonl
+  hookstamp check FILE|- [--deployment envoy|wasmplugin] [--env values|names] [--strict]
+  hookstamp stamp FILE --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS] [--config N|TEXT]
+  hookstamp explain FILE --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS] [--config N|TEXT]
+  hookstamp batch FILE [--now UNIX_SECONDS] [--config N|TEXT] < requests.jsonl
   hookstamp COMMAND --help
   hookstamp --version";
 
@@ -27,7 +28,10 @@ const CHECK_HELP: &str =
        without allow_on_headers_stop_iteration, or --deployment wasmplugin
        also refuses sources that read the body.";
 
-const STAMP_HELP: &str = "stamp  prints the filter's answer for one request as JSON:
+const STAMP_HELP: &str = "stamp  FILE is any file check reads; where it holds several configurations,
+       --config N (1-based, as check lists them) or --config TEXT (part of
+       the configuration's place, e.g. a manifest's name) chooses one.
+       Prints the filter's answer for one request as JSON:
        {\"action\":\"forward\",\"headers\":[[name,value],...]}, {\"action\":\"reject\",\"status\":404}
        (any status the filter answers) or {\"action\":\"pass\"}; exits 2 on a bad config.
        Signatures are checked (and seals made) at --now (default: the clock),
@@ -97,25 +101,118 @@ fn config_arg(p: &mut lexopt::Parser, help: &str) -> Result<OsString, String> {
             println!("{help}");
             std::process::exit(0)
         }
-        _ => Err(usage("CONFIG.json")),
+        _ => Err(usage("FILE")),
     }
 }
 
-/// Reads and checks a config file; `Err` holds every error.
-fn load(path: &OsString) -> Result<Loaded, Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        vec![format!(
-            "config: cannot read {}: {e}",
-            path.to_string_lossy()
-        )]
-    })?;
-    config::load(&text)
+/// A file's text, and its name in messages (`-`: standard input).
+fn read_input(path: &OsString) -> Result<(String, String), String> {
+    if path == "-" {
+        let mut t = String::new();
+        std::io::stdin()
+            .read_to_string(&mut t)
+            .map_err(|e| format!("config: cannot read standard input: {e}"))?;
+        return Ok((t, "standard input".to_owned()));
+    }
+    let name = path.to_string_lossy().into_owned();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("config: cannot read {name}: {e}"))?;
+    Ok((text, name))
+}
+
+/// Every hookstamp configuration in a file, as `check` reads it: a plugin
+/// configuration (JSON or YAML), an Envoy bootstrap or listener, or Istio /
+/// Envoy Gateway manifests.
+fn configs(path: &OsString) -> Result<(String, Vec<Located>), String> {
+    let (text, name) = read_input(path)?;
+    match locate::find(&text, &name) {
+        Ok(f) if f.is_empty() => Err(format!(
+            "config: no hookstamp configuration in {name} (a plugin configuration, an Envoy bootstrap or listener, or Istio / Envoy Gateway manifests)"
+        )),
+        Ok(f) => Ok((name, f)),
+        Err(e) => Err(format!("config: {e}")),
+    }
+}
+
+/// How the secrets' variables are read: their values (the environment and
+/// the VM's inline variables), or their names only (CI, where no secret is
+/// at hand: each variable must be passed to the VM, its value is not read).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EnvMode {
+    Values,
+    Names,
+}
+
+/// A value that loads as any secret (a `whsec_` one too), for names mode.
+const NAMES_ONLY: &str = "whsec_bmFtZXMgb25seQ==";
+
+/// The environment a found configuration loads with.
+fn env_of(f: &Located, mode: EnvMode) -> impl Fn(&str) -> Option<String> {
+    let vars = f.env.clone();
+    move |n: &str| match mode {
+        EnvMode::Names => Some(NAMES_ONLY.to_owned()),
+        EnvMode::Values => vars
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(n).ok()),
+    }
+}
+
+/// The text `config::load` takes.
+fn config_text(f: &Located) -> String {
+    match &f.config {
+        serde_json::Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
+/// The one configuration a request command runs: the only one in the
+/// file, or the one `select` names (a 1-based index, or text its place
+/// contains).
+fn load(path: &OsString, select: Option<&str>) -> Result<Loaded, String> {
+    let (name, found) = configs(path)?;
+    let list = || {
+        found
+            .iter()
+            .enumerate()
+            .map(|(i, f)| format!("  {}: {}", i + 1, f.place))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let chosen: Vec<&Located> = match select {
+        None => found.iter().collect(),
+        Some(s) => match s.parse::<usize>() {
+            Ok(i) => found.get(i.wrapping_sub(1)).into_iter().collect(),
+            Err(_) => found.iter().filter(|f| f.place.contains(s)).collect(),
+        },
+    };
+    let f = match chosen.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(format!(
+                "config: --config {:?} names none of the configurations in {name}:\n{}",
+                select.unwrap_or_default(),
+                list()
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "config: {name} holds {} configurations: choose one with --config N or --config TEXT (part of its place):\n{}",
+                chosen.len(),
+                list()
+            ))
+        }
+    };
+    config::load_with_env(&config_text(f), &env_of(f, EnvMode::Values))
+        .map_err(|errs| errs.join("\n"))
 }
 
 fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
     let path = config_arg(p, CHECK_HELP)?;
     let mut wasmplugin = false;
     let mut strict = false;
+    let mut mode = EnvMode::Values;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         match arg {
             Long("deployment") => {
@@ -126,37 +223,26 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
                     _ => return Err(usage("--deployment envoy or wasmplugin")),
                 };
             }
+            Long("env") => {
+                let v = p.value().map_err(|e| e.to_string())?;
+                mode = match v.to_str() {
+                    Some("values") => EnvMode::Values,
+                    Some("names") => EnvMode::Names,
+                    _ => return Err(usage("--env values or names")),
+                };
+            }
             Long("strict") => strict = true,
             other => return Err(other.unexpected().to_string()),
         }
     }
-    let stdin = path == "-";
-    let name = if stdin {
-        "standard input".into()
-    } else {
-        path.to_string_lossy()
-    };
-    let text = if stdin {
-        let mut t = String::new();
-        std::io::stdin()
-            .read_to_string(&mut t)
-            .map_err(|e| format!("config: cannot read {name}: {e}"))?;
-        t
-    } else {
-        std::fs::read_to_string(&path).map_err(|e| format!("config: cannot read {name}: {e}"))?
-    };
-    let found = match locate::find(&text) {
-        Ok(f) if f.is_empty() => {
-            eprintln!("config: no hookstamp configuration in {name} (a plugin configuration, an Envoy bootstrap or listener, or Istio / Envoy Gateway manifests)");
-            return Ok(ExitCode::from(1));
-        }
-        Ok(f) => f,
+    let (name, found) = match configs(&path) {
+        Ok(x) => x,
         Err(e) => {
-            eprintln!("config: {e}");
+            eprintln!("{e}");
             return Ok(ExitCode::from(1));
         }
     };
-    let many = found.len() > 1 || found.first().is_some_and(|f| f.place != "the file");
+    let many = found.len() > 1 || found.first().is_some_and(|f| f.place != name);
     let mut failed = false;
     for f in &found {
         let prefix = if many {
@@ -164,41 +250,36 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         } else {
             String::new()
         };
-        let vars = f.env.clone();
-        let env = move |n: &str| {
-            vars.iter()
-                .find(|(k, _)| k == n)
-                .map(|(_, v)| v.clone())
-                .or_else(|| std::env::var(n).ok())
-        };
-        let text = match &f.config {
-            serde_json::Value::String(s) => s.clone(),
-            v => v.to_string(),
-        };
-        let (result, warnings) = config::load_reporting(&text, &env);
+        let (result, warnings) = config::load_reporting(&config_text(f), &env_of(f, mode));
         // Warnings are said beside the errors too, never hidden by them.
         for w in &warnings {
             eprintln!("{prefix}warning: {w}");
         }
         failed |= strict && !warnings.is_empty();
-        let errs = match result {
-            Ok(l) if wasmplugin || !f.holds_headers => body_sources(&l),
+        let mut errs = unpassed(f);
+        match result {
+            Ok(l) if wasmplugin || !f.holds_headers => errs.extend(body_sources(&l)),
             Ok(l) => {
                 for name in inline_secrets(&f.config, &f.env) {
-                    eprintln!(
-                        "{prefix}warning: the secret variable {name} is given inline in the filter's \
+                    let w = format!(
+                        "the secret variable {name} is given inline in the filter's \
                          vm_config key_values: Envoy's /config_dump and its debug log show it; give it \
                          through host_env_keys (Envoy's own environment) instead"
                     );
+                    eprintln!("{prefix}warning: {w}");
+                    failed |= strict;
                 }
-                println!("{prefix}{}", l.config.summary());
-                continue;
+                if errs.is_empty() {
+                    println!("{prefix}{}{}", l.config.summary(), mode_note(mode));
+                    continue;
+                }
             }
-            Err(errs) => errs,
-        };
+            Err(e) => errs.extend(e),
+        }
         if errs.is_empty() {
             println!(
-                "{prefix}ok for a deployment that cannot hold headers for a body (a WasmPlugin, Envoy Gateway)"
+                "{prefix}ok for a deployment that cannot hold headers for a body (a WasmPlugin, Envoy Gateway){}",
+                mode_note(mode)
             );
             continue;
         }
@@ -210,9 +291,38 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
     Ok(ExitCode::from(u8::from(failed)))
 }
 
-/// The secret variables (`{"env": NAME}` anywhere in the configuration)
-/// that the filter's `key_values` give inline, where Envoy shows them.
-fn inline_secrets(config: &serde_json::Value, key_values: &[(String, String)]) -> Vec<String> {
+/// Which mode ran, said after each summary.
+fn mode_note(mode: EnvMode) -> &'static str {
+    match mode {
+        EnvMode::Values => "",
+        EnvMode::Names => {
+            " (names checked: each secret's variable is passed to the VM; values not read)"
+        }
+    }
+}
+
+/// The variables the configuration reads (`{"env": NAME}`: secrets, seal
+/// keys) that its deployment does not pass to the VM: the filter cannot
+/// read them, its configuration fails, and Envoy refuses it.
+fn unpassed(f: &Located) -> Vec<String> {
+    let Some(vm) = &f.vm else {
+        return Vec::new();
+    };
+    env_names(&f.config)
+        .into_iter()
+        .filter(|n| !vm.host_keys.contains(n) && !f.env.iter().any(|(k, _)| k == n))
+        .map(|n| {
+            format!(
+                "the configuration reads the variable {n} ({{\"env\": \"{n}\"}}), which is not passed to the filter's VM: \
+                 add it to {} (the filter cannot read it otherwise, and the configuration is refused)",
+                vm.field
+            )
+        })
+        .collect()
+}
+
+/// Every variable name a configuration reads with `{"env": NAME}`.
+fn env_names(config: &serde_json::Value) -> Vec<String> {
     fn names(v: &serde_json::Value, out: &mut Vec<String>) {
         match v {
             serde_json::Value::Object(o) => {
@@ -240,7 +350,20 @@ fn inline_secrets(config: &serde_json::Value, key_values: &[(String, String)]) -
     names(config, &mut read);
     read.sort();
     read.dedup();
-    read.into_iter()
+    // A name that is not a variable's is refused (unshown) by the load.
+    read.retain(|n| {
+        !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !n.starts_with("whsec_")
+    });
+    read
+}
+
+/// The secret variables that the filter's `key_values` give inline, where
+/// Envoy shows them.
+fn inline_secrets(config: &serde_json::Value, key_values: &[(String, String)]) -> Vec<String> {
+    env_names(config)
+        .into_iter()
         .filter(|n| key_values.iter().any(|(k, _)| k == n))
         .collect()
 }
@@ -303,6 +426,7 @@ fn request_args(
     };
     let mut body: Option<OsString> = None;
     let mut now = None;
+    let mut select = None;
     let mut have_path = false;
     let text = |p: &mut lexopt::Parser| -> Result<String, String> {
         p.value()
@@ -320,6 +444,7 @@ fn request_args(
             Short('H') | Long("header") => req.headers.push(header(&text(p)?)?),
             Long("body") => body = Some(p.value().map_err(|e| e.to_string())?),
             Long("now") => now = Some(now_arg(p)?),
+            Long("config") => select = Some(text(p)?),
             Short('h') | Long("help") => {
                 println!("{}", if explaining { EXPLAIN_HELP } else { STAMP_HELP });
                 std::process::exit(0)
@@ -332,7 +457,7 @@ fn request_args(
     }
     // Repeats joined as Envoy joins them, so the answer is the filter's.
     req.headers = hookstamp::pairs::as_envoy_gives(&req.headers);
-    let loaded = load(&config).map_err(|errs| errs.join("\n"))?;
+    let loaded = load(&config, select.as_deref())?;
     req.body = match &body {
         None => Vec::new(),
         Some(b) if b == "-" => {
@@ -411,13 +536,22 @@ fn batch_request(line: &str) -> Result<Request, String> {
 fn batch(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
     let config = config_arg(p, BATCH_HELP)?;
     let mut now = None;
+    let mut select = None;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         match arg {
             Long("now") => now = Some(now_arg(p)?),
+            Long("config") => {
+                let v = p.value().map_err(|e| e.to_string())?;
+                select = Some(v.to_string_lossy().into_owned());
+            }
+            Short('h') | Long("help") => {
+                println!("{BATCH_HELP}");
+                std::process::exit(0)
+            }
             other => return Err(other.unexpected().to_string()),
         }
     }
-    let loaded = load(&config).map_err(|errs| errs.join("\n"))?;
+    let loaded = load(&config, select.as_deref())?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for (n, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.map_err(|e| format!("stdin: {e}"))?;

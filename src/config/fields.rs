@@ -39,7 +39,11 @@ pub(super) fn unknown_fields(
         d.push(
             scope,
             "unknown_field",
-            format!("unknown field {k:?} (known: {})", known.join(", ")),
+            format!(
+                "unknown field {k:?}{} (known: {})",
+                did_you_mean(k, known),
+                known.join(", ")
+            ),
         );
     }
 }
@@ -148,6 +152,18 @@ pub(super) fn key_header(h: &str) -> Result<String, Issue> {
         ));
     }
     Ok(h.to_ascii_lowercase())
+}
+
+/// `: did you mean "x"?` for the nearest of `known` within two edits (or
+/// differing only in case, or `-` for `_`), else nothing.
+pub(super) fn did_you_mean(t: &str, known: &[&str]) -> String {
+    let folded = t.to_ascii_lowercase().replace('-', "_");
+    known
+        .iter()
+        .map(|k| (distance(&folded, k).min(distance(t, k)), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map_or(String::new(), |(_, k)| format!(": did you mean {k:?}?"))
 }
 
 /// Levenshtein distance, for the suggestion.

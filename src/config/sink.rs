@@ -1,7 +1,7 @@
 //! One sink's check: its type, ordering and ordering key.
 
 use super::diag::{Diags, Issue, Issues, Scope};
-use super::fields::{distance, field, unknown_fields};
+use super::fields::{did_you_mean, field, unknown_fields};
 use super::keys::KeyCtx;
 use super::reads::{stored, Reads, StoreHeaders};
 use super::Delivery;
@@ -153,12 +153,7 @@ pub(super) fn sink_type(t: &str) -> Result<(), Issue> {
     if SINK_TYPES.contains(&t) || t.strip_prefix("custom:").is_some_and(|n| !n.is_empty()) {
         return Ok(());
     }
-    let near = SINK_TYPES
-        .iter()
-        .map(|k| (distance(t, k), *k))
-        .filter(|(d, _)| *d <= 2)
-        .min();
-    let hint = near.map_or(String::new(), |(_, k)| format!(": did you mean {k:?}?"));
+    let hint = did_you_mean(t, SINK_TYPES);
     Err(Issue::new(
         "unknown_sink_type",
         format!(

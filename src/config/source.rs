@@ -400,7 +400,11 @@ pub(super) fn preset(p: &str, reads: &mut Reads) -> Result<KeySource, Issue> {
         Some(PresetKey::Json(j)) => Ok(reads.path(j.split('.').map(str::to_owned).collect(), true)),
         None => Err(Issue::new(
             "unknown_preset",
-            format!("unknown preset {p:?} (known: {})", dedupe::preset_names()),
+            format!(
+                "unknown preset {p:?}{} (known: {})",
+                super::fields::did_you_mean(p, &dedupe::names()),
+                dedupe::preset_names()
+            ),
         )),
     }
 }

@@ -41,12 +41,19 @@ pub fn check(
             None
         }
         Some(Value::String(p)) => Scheme::preset(p).or_else(|| {
+            let v = Value::String(p.clone());
+            // A suggestion only for a name that is shown.
+            let hint = if shown(&v) == kind(&v) {
+                String::new()
+            } else {
+                super::fields::did_you_mean(p, verify::PRESETS)
+            };
             d.push(
                 scope,
                 "unknown_scheme",
                 format!(
-                    "unknown scheme {} (presets: {}; or a custom scheme object)",
-                    shown(&Value::String(p.clone())),
+                    "unknown scheme {}{hint} (presets: {}; or a custom scheme object)",
+                    shown(&v),
                     verify::PRESETS.join(", ")
                 ),
             );

@@ -910,7 +910,7 @@ def test_check_reads_stdin_says_warnings_beside_errors_and_strict_fails_them():
     r = run(["check", "-", "--strict"], warned)
     assert r.returncode == 1 and "warning: source 'b' has no dedupe" in r.stderr
     # Each command's own help.
-    for cmd, first in [("check", "check  FILE"), ("stamp", "stamp  prints"), ("explain", "explain  why"),
+    for cmd, first in [("check", "check  FILE"), ("stamp", "stamp  FILE"), ("explain", "explain  why"),
                        ("batch", "batch  the same")]:
         r = run([cmd, "--help"], "")
         assert r.returncode == 0 and r.stdout.startswith(first), (cmd, r.stdout[:80])

@@ -1,0 +1,112 @@
+"""The `hookstamp` command over the files users have: `check` cross-checks
+the variables a configuration reads against what its deployment passes to
+the VM (values mode and names mode), names the file in its messages and
+suggests near misses; `stamp`, `explain` and `batch` read every form
+`check` reads and choose among several with --config."""
+
+import json
+import os
+import subprocess
+
+from cases import ROOT
+
+EXE = str(ROOT / "target" / "debug" / "hookstamp")
+SHIPPED = ["envoy/hookstamp.json", "envoy/envoy.yaml", "envoy/fleet/envoy.yaml",
+           "envoy/examples/verified.yaml", "envoy/istio/envoyfilter.yaml",
+           "envoy/istio/envoyfilter-gateway.yaml", "envoy/istio/wasmplugin.yaml",
+           "envoy/istio/wasmplugin-gateway.yaml", "envoy/gateway/envoyextensionpolicy.yaml"]
+
+
+def run(args, stdin="", env=None):
+    clean = {k: v for k, v in os.environ.items() if not k.endswith("_WEBHOOK_SECRET")}
+    return subprocess.run([EXE, *args], input=stdin, capture_output=True, text=True, cwd=ROOT,
+                          env={**clean, **(env or {})})
+
+
+def test_every_shipped_file_passes_in_names_mode_and_says_so():
+    for f in SHIPPED:
+        r = run(["check", f, "--env", "names"])
+        assert r.returncode == 0, (f, r.stderr)
+        assert "(names checked: each secret's variable is passed to the VM; values not read)" in r.stdout, f
+        assert f in r.stdout or f.endswith(".json"), (f, r.stdout)
+
+
+def test_values_mode_reads_the_values_and_names_the_file():
+    r = run(["check", "envoy/istio/envoyfilter.yaml"])
+    assert r.returncode == 1
+    assert r.stderr.startswith("envoy/istio/envoyfilter.yaml (EnvoyFilter hookstamp) at spec.configPatches[0]")
+    assert "the environment variable STRIPE_WEBHOOK_SECRET is not set or is empty" in r.stderr
+    r = run(["check", "envoy/istio/envoyfilter.yaml"], env={"STRIPE_WEBHOOK_SECRET": "whsec_c2VjcmV0"})
+    assert r.returncode == 0, r.stderr
+    assert "names checked" not in r.stdout and "c2VjcmV0" not in r.stdout + r.stderr
+
+
+def test_a_variable_the_deployment_does_not_pass_is_an_error_in_both_modes(tmp_path):
+    """The bootstrap reads GITHUB_WEBHOOK_SECRET but its host_env_keys leave
+    it out: Envoy would refuse the configuration; check says so, even where
+    the variable is set in check's own environment."""
+    text = (ROOT / "envoy/examples/verified.yaml").read_text()
+    assert "host_env_keys: [GITHUB_WEBHOOK_SECRET, STRIPE_WEBHOOK_SECRET]" in text
+    f = tmp_path / "bootstrap.yaml"
+    f.write_text(text.replace("host_env_keys: [GITHUB_WEBHOOK_SECRET, STRIPE_WEBHOOK_SECRET]",
+                              "host_env_keys: [STRIPE_WEBHOOK_SECRET]"))
+    secrets = {"GITHUB_WEBHOOK_SECRET": "gh-s3cret-value", "STRIPE_WEBHOOK_SECRET": "whsec_c2VjcmV0"}
+    for mode, env in [("values", secrets), ("names", {})]:
+        r = run(["check", str(f), "--env", mode], env=env)
+        assert r.returncode == 1, (mode, r.stdout)
+        assert ("the configuration reads the variable GITHUB_WEBHOOK_SECRET ({\"env\": \"GITHUB_WEBHOOK_SECRET\"}), "
+                "which is not passed to the filter's VM: add it to vm_config.environment_variables.host_env_keys") in r.stderr
+        assert "STRIPE_WEBHOOK_SECRET ({" not in r.stderr
+        assert "gh-s3cret-value" not in r.stdout + r.stderr
+    # A WasmPlugin passes them with vmConfig.env; Envoy Gateway with env.hostKeys.
+    wp = tmp_path / "wp.yaml"
+    wp.write_text("kind: WasmPlugin\nmetadata: {name: w}\nspec:\n  pluginConfig:\n"
+                  "    sources: [{id: gh, dedupe: github, verify: {scheme: github, secrets: [{env: GH_SECRET}]}}]\n"
+                  "  vmConfig:\n    env: [{name: OTHER, valueFrom: HOST}]\n")
+    r = run(["check", str(wp), "--env", "names"])
+    assert r.returncode == 1 and "GH_SECRET" in r.stderr and "add it to spec.vmConfig.env (valueFrom: HOST)" in r.stderr
+    wp.write_text(wp.read_text().replace("OTHER", "GH_SECRET"))
+    r = run(["check", str(wp), "--env", "names"])
+    assert "GH_SECRET" not in r.stderr, r.stderr
+
+
+def test_near_misses_get_a_suggestion():
+    cfg = {"sources": [{"id": "a", "dedupe": "strpe", "sink": [],
+                        "verify": {"scheme": "githb", "secrets": [{"value": "x"}]}},
+                       {"id": "b", "dedupe": "github", "sinks": [{"type": "sqs", "orderd": True}]}]}
+    r = run(["check", "-"], json.dumps(cfg))
+    assert r.returncode == 1
+    assert 'unknown preset "strpe": did you mean "stripe"?' in r.stderr
+    assert 'unknown scheme "githb": did you mean "github"?' in r.stderr
+    assert 'unknown field "sink": did you mean "sinks"?' in r.stderr
+    assert 'unknown field "orderd": did you mean "ordered"?' in r.stderr
+
+
+def test_stamp_explain_and_batch_read_every_form_check_reads(tmp_path):
+    req = ["--path", "/webhooks/stripe", "-H", "X-Entity-Id: e1", "--body", "-"]
+    body = '{"id":"evt_1","data":{"object":{"customer":"cus_123"}}}'
+    want = run(["stamp", "envoy/hookstamp.json", *req], body)
+    assert want.returncode == 0 and '"action":"forward"' in want.stdout, want.stderr
+    for f in ["envoy/envoy.yaml", "envoy/fleet/envoy.yaml"]:
+        got = run(["stamp", f, *req], body)
+        assert got.returncode == 0, (f, got.stderr)
+    assert run(["stamp", "envoy/envoy.yaml", *req], body).stdout == want.stdout
+    e = run(["explain", "envoy/envoy.yaml", *req], body)
+    assert e.returncode == 0 and "dedupe key: json id (integers too) → evt_1 (as is)" in e.stdout, e.stderr
+    line = json.dumps({"path": "/webhooks/stripe", "headers": [["X-Entity-Id", "e1"]], "body": body})
+    b = run(["batch", "envoy/envoy.yaml"], line + "\n")
+    assert b.returncode == 0 and b.stdout == want.stdout, b.stderr
+    # Several configurations: choose by index or by a part of the place.
+    two = tmp_path / "two.yaml"
+    two.write_text("kind: WasmPlugin\nmetadata: {name: one}\nspec:\n  pluginConfig:\n"
+                   "    sources: [{id: stripe, dedupe: {header: x-one}}]\n---\n"
+                   "kind: WasmPlugin\nmetadata: {name: two}\nspec:\n  pluginConfig:\n"
+                   "    sources: [{id: stripe, dedupe: {header: x-two}}]\n")
+    args = ["--path", "/webhooks/stripe", "-H", "x-one: 1", "-H", "x-two: 2"]
+    r = run(["stamp", str(two), *args])
+    assert r.returncode == 2 and "holds 2 configurations: choose one with --config" in r.stderr
+    assert "1: " + str(two) + " document 1 (WasmPlugin one) spec.pluginConfig" in r.stderr
+    assert '"x-hookstamp-dedupe-key","1"' in run(["stamp", str(two), *args, "--config", "1"]).stdout
+    assert '"x-hookstamp-dedupe-key","2"' in run(["stamp", str(two), *args, "--config", "WasmPlugin two"]).stdout
+    r = run(["stamp", str(two), *args, "--config", "three"])
+    assert r.returncode == 2 and 'names none of the configurations' in r.stderr
