@@ -3,20 +3,35 @@ SHELL := /bin/bash
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 PYTEST := python3 -m pytest
 
-.PHONY: all help setup build wasm image lint fmt check test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short soak-attack soak-attack-short clean
+.PHONY: all help setup setup-run build wasm image lint fmt check test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short soak-attack soak-attack-short clean
 
 all: build wasm
 
 help:                  ## this list
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /  make \1\t/' | expand -t 24
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):[^#]*## /\1\t/' | \
+	  awk -F '\t' '{ printf "  make %-18s %s\n", $$1, $$2 }'
+	@echo
+	@echo "make run reads (see scripts/run.sh):"
+	@echo "  HOOKSTAMP_CONFIG=FILE   your plugin configuration (JSON or YAML) or a whole Envoy bootstrap,"
+	@echo "                          checked with hookstamp check first (envoy/examples/verified.yaml)"
+	@echo "  secrets                 each {\"env\": NAME} of a verify or seal: export NAME; the VM gets it"
+	@echo "                          through host_env_keys, so no value is in the bootstrap"
+	@echo "  HOOKSTAMP_ENV_KEYS=A,B  more variables for the VM"
+	@echo "  HOOKSTAMP_BOOTSTRAP=P   where the generated bootstrap goes (target/run/envoy.yaml);"
+	@echo "                          scripts/run.sh --print prints it and starts nothing"
+	@echo "  HOOKSTAMP_PORT, HOOKSTAMP_ADMIN_PORT, HOOKSTAMP_UPSTREAM_PORT   10000, 9901, 8080"
+	@echo "make image reads SOURCE_DATE_EPOCH (default 0): the same module gives the same digest."
 
-setup:                 ## install what a fresh machine lacks (toolchain, Envoy, test tools)
-	scripts/setup.sh
+setup:                 ## install what a fresh machine lacks: the toolchain, Envoy and every test tool
+	scripts/setup.sh test
+
+setup-run:             ## install only what make run needs: the wasm toolchain, Envoy, PyYAML
+	scripts/setup.sh run
 
 build:                 ## the native harness: target/release/hookstamp
 	cargo build --release
 
-wasm: setup            ## the filter: target/hookstamp.wasm
+wasm: setup-run        ## the filter: target/hookstamp.wasm
 	scripts/build-wasm.sh
 
 fmt:                   ## rustfmt over every crate
@@ -34,7 +49,7 @@ lint: setup            ## rustfmt, and clippy with warnings denied (native and w
 test-native:           ## the core, the case table and the config error table
 	cargo test
 
-test-e2e: wasm         ## the same case table through a real Envoy with the built .wasm, and the attacks
+test-e2e: setup wasm   ## the same case table through a real Envoy with the built .wasm, and the attacks
 	scripts/build-wasm.sh crash
 	cargo build
 	cd tests/e2e && $(PYTEST) -q -p no:cacheprovider
@@ -43,10 +58,11 @@ test: lint test-native fuzz-short soak-short soak-attack-short test-e2e   ## eve
 
 check: lint test-native test-e2e   ## the quick local loop: lint and both suites, without fuzz and soak
 
-run: wasm              ## build, then start the demo upstream and Envoy on 127.0.0.1:10000
+run: wasm              ## build, then start the demo upstream and Envoy on 127.0.0.1:10000 (HOOKSTAMP_CONFIG=FILE: yours)
 	scripts/run.sh
 
-image: wasm            ## target/oci: an OCI image of the filter (one layer, plugin.wasm), built with umoci
+image: wasm            ## target/oci: an OCI image of the filter (one layer, plugin.wasm), reproducible, built with umoci
+	scripts/setup.sh image
 	scripts/image.sh
 
 bench: bench-native bench-envoy   ## both benchmark tables, in one command
@@ -54,7 +70,7 @@ bench: bench-native bench-envoy   ## both benchmark tables, in one command
 bench-native:          ## the core vs a full serde_json decode, side by side
 	cargo bench --bench core
 
-bench-envoy: wasm      ## Envoy without a filter, with an empty one and with hookstamp: wrk and callgrind
+bench-envoy: setup wasm   ## Envoy without a filter, with an empty one and with hookstamp: wrk and callgrind
 	scripts/build-wasm.sh noop
 	command -v wrk >/dev/null && command -v valgrind >/dev/null || \
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wrk valgrind; }
@@ -66,19 +82,19 @@ fuzz:                  ## each fuzz target for FUZZ_SECONDS (default 60), seeded
 fuzz-short:            ## the short fuzz run that make test includes
 	scripts/fuzz.sh 10
 
-soak: wasm             ## 200 000 mixed requests at 64 connections through Envoy: nothing lost
+soak: setup wasm       ## 200 000 mixed requests at 64 connections through Envoy: nothing lost
 	cargo build
 	cd tests/e2e && python3 soak.py --requests $(or $(SOAK_REQUESTS),200000) --conns 64
 
-soak-short: wasm       ## the short soak that make test includes
+soak-short: setup wasm   ## the short soak that make test includes
 	cargo build
 	cd tests/e2e && python3 soak.py --requests 20000 --conns 64
 
-soak-attack: wasm      ## deliveries while an attacker mix holds several budgets: >= 99 % stamped first try
+soak-attack: setup wasm   ## deliveries while an attacker mix holds several budgets: >= 99 % stamped first try
 	cargo build
 	cd tests/e2e && python3 soak_attack.py --seconds $(or $(SOAK_SECONDS),60)
 
-soak-attack-short: wasm   ## the short adversarial soak that make test includes
+soak-attack-short: setup wasm   ## the short adversarial soak that make test includes
 	cd tests/e2e && python3 soak_attack.py --seconds 20
 
 clean:                 ## remove the build outputs

