@@ -1,32 +1,253 @@
 #!/usr/bin/env bash
-# Starts the demo upstream and Envoy with envoy/envoy.yaml until Ctrl-C.
-# Ports from the environment: HOOKSTAMP_PORT (webhooks, default 10000),
-# HOOKSTAMP_ADMIN_PORT (9901), HOOKSTAMP_UPSTREAM_PORT (8080). A port in use
-# is an error before anything starts; this Envoy has a --base-id of its own,
-# so it runs beside another Envoy.
+# Starts the demo upstream and Envoy with hookstamp until Ctrl-C (make run).
+#
+#   scripts/run.sh            generate the bootstrap, start the demo upstream
+#                             (it answers with the x-hookstamp-* headers it
+#                             received) and Envoy
+#   scripts/run.sh --print    print the generated bootstrap and exit
+#
+# From the environment:
+#   HOOKSTAMP_CONFIG=FILE      your configuration instead of the shipped one:
+#                              a plugin configuration (JSON or YAML, as
+#                              `hookstamp check` reads it), put into
+#                              envoy/envoy.yaml in place of its own, or a whole
+#                              Envoy bootstrap (envoy/examples/verified.yaml),
+#                              used as it is but for the ports below. FILE is
+#                              checked first with `hookstamp check` (built with
+#                              cargo as needed; HOOKSTAMP_BIN names another
+#                              binary) and refused with its errors.
+#   secrets                    every variable a `verify` or `seal` names as
+#                              {"env": NAME} reaches the filter's VM through
+#                              vm_config.environment_variables.host_env_keys:
+#                              export it before make run. Envoy reads it from
+#                              its own environment, so its value is never
+#                              written in the bootstrap nor shown by
+#                              /config_dump; a variable not set (or empty) is
+#                              an error before anything starts, naming the
+#                              variable and never showing a value.
+#   HOOKSTAMP_ENV_KEYS=A,B     more variables for the VM's host_env_keys.
+#   HOOKSTAMP_BOOTSTRAP=PATH   where the generated bootstrap is written
+#                              (default target/run/envoy.yaml); it is kept.
+#   HOOKSTAMP_PORT (webhooks, default 10000), HOOKSTAMP_ADMIN_PORT (9901),
+#   HOOKSTAMP_UPSTREAM_PORT (the demo upstream, 8080): the bootstrap's first
+#                              listener, its admin and its first cluster's
+#                              first endpoint are put on 127.0.0.1 at these
+#                              ports. A port in use is an error before
+#                              anything starts; this Envoy has a --base-id of
+#                              its own, so it runs beside another Envoy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+print=""
+case "${1:-}" in
+  "") ;;
+  --print) print=1 ;;
+  *) echo "usage: scripts/run.sh [--print]   (see the header of scripts/run.sh)" >&2; exit 2 ;;
+esac
 port=${HOOKSTAMP_PORT:-10000}
 admin=${HOOKSTAMP_ADMIN_PORT:-9901}
 up=${HOOKSTAMP_UPSTREAM_PORT:-8080}
+config=${HOOKSTAMP_CONFIG:-}
+boot=${HOOKSTAMP_BOOTSTRAP:-target/run/envoy.yaml}
 for p in "$port" "$admin" "$up"; do
-  if ! python3 -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1])))" "$p" 2>/dev/null; then
-    echo "run: 127.0.0.1:$p is in use (or not a port); set HOOKSTAMP_PORT, HOOKSTAMP_ADMIN_PORT or HOOKSTAMP_UPSTREAM_PORT" >&2
+  case "$p" in '' | *[!0-9]*) echo "run: '$p' is not a port; set HOOKSTAMP_PORT, HOOKSTAMP_ADMIN_PORT or HOOKSTAMP_UPSTREAM_PORT" >&2; exit 1 ;; esac
+done
+if [ -z "$print" ]; then
+  for p in "$port" "$admin" "$up"; do
+    # SO_REUSEADDR as Envoy binds: a port a listener holds is in use, one
+    # with closed connections in TIME_WAIT is not.
+    if ! python3 -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()" "$p" 2>/dev/null; then
+      echo "run: 127.0.0.1:$p is in use (or not a port); set HOOKSTAMP_PORT, HOOKSTAMP_ADMIN_PORT or HOOKSTAMP_UPSTREAM_PORT" >&2
+      exit 1
+    fi
+  done
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# 1. Your configuration, checked by the native hookstamp.
+if [ -n "$config" ]; then
+  [ -f "$config" ] || { echo "run: HOOKSTAMP_CONFIG=$config: no such file" >&2; exit 1; }
+  bin=${HOOKSTAMP_BIN:-}
+  if [ -z "$bin" ]; then
+    echo "run: building the native hookstamp to check $config (cargo build)" >&2
+    cargo build -q --bin hookstamp
+    bin=target/debug/hookstamp
+  fi
+  if ! "$bin" check "$config" >"$work/check.out" 2>"$work/check.err"; then
+    echo "run: $config is refused by hookstamp check; nothing was started:" >&2
+    sed 's/^/  /' "$work/check.err" >&2
+    if grep -q "is not set or is empty" "$work/check.err"; then
+      echo "run: export each variable named above (the filter's VM reads it from Envoy's environment through host_env_keys)" >&2
+    fi
     exit 1
   fi
-done
-work=$(mktemp -d)
-# envoy/envoy.yaml with the ports moved.
-python3 - "$port" "$admin" "$up" "$work/envoy.yaml" <<'PY'
-import sys, yaml
-port, admin, up, out = sys.argv[1:]
-boot = yaml.safe_load(open("envoy/envoy.yaml"))
-boot["admin"]["address"]["socket_address"]["port_value"] = int(admin)
-boot["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"] = int(port)
-ep = boot["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
-ep["endpoint"]["address"]["socket_address"]["port_value"] = int(up)
-yaml.safe_dump(boot, open(out, "w"), sort_keys=False)
+  sed 's/^/run: hookstamp check: /' "$work/check.out" "$work/check.err" >&2
+fi
+
+# 2. The bootstrap: ports moved, the configuration put in, the secrets'
+#    names in host_env_keys.
+python3 - "$config" "$port" "$admin" "$up" "$work/envoy.yaml" <<'PY'
+import json, os, re, sys
+import yaml
+
+config, port, admin, up, out = sys.argv[1:]
+WASM = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
+STRUCT = "type.googleapis.com/google.protobuf.Struct"
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+
+
+def die(msg):
+    print(f"run: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def is_name(n):
+    return isinstance(n, str) and bool(NAME.match(n)) and not n.startswith("whsec_")
+
+
+def secret_names(v, found):
+    """Every {"env": NAME} (the only key) in a plugin configuration."""
+    if isinstance(v, dict):
+        if len(v) == 1 and isinstance(v.get("env"), str) and is_name(v["env"]):
+            found.add(v["env"])
+        for x in v.values():
+            secret_names(x, found)
+    elif isinstance(v, list):
+        for x in v:
+            secret_names(x, found)
+    return found
+
+
+def plugin_value(filter_config):
+    """A Wasm filter's plugin configuration, if it is hookstamp's."""
+    value = (filter_config.get("configuration") or {}).get("value")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) and "sources" in value else None
+
+
+def filters(v):
+    """Every hookstamp Wasm filter's `config` in a bootstrap."""
+    if isinstance(v, dict):
+        if v.get("@type") == WASM:
+            c = v.get("config")
+            if isinstance(c, dict) and plugin_value(c) is not None:
+                yield c
+            return
+        for x in v.values():
+            yield from filters(x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from filters(x)
+
+
+def load(path):
+    text = open(path, encoding="utf-8").read()
+    try:
+        docs = [json.loads(text)]
+    except ValueError:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        die(f"{path} must hold one plugin configuration or one Envoy bootstrap (make run does not take "
+            "Kubernetes manifests; hookstamp check does)")
+    return docs[0]
+
+
+extra = [k for k in re.split(r"[,\s]+", os.environ.get("HOOKSTAMP_ENV_KEYS", "")) if k]
+if not all(is_name(k) for k in extra):
+    die("HOOKSTAMP_ENV_KEYS holds an entry that is not a variable name ([A-Za-z_][A-Za-z0-9_]*); not shown")
+
+if config:
+    doc = load(config)
+    if "static_resources" in doc:
+        boot, origin = doc, config
+        if not list(filters(boot)):
+            die(f"{config} is an Envoy bootstrap with no hookstamp filter")
+    elif "sources" in doc:
+        boot = yaml.safe_load(open("envoy/envoy.yaml", encoding="utf-8"))
+        (c,) = filters(boot)
+        c["configuration"] = {"@type": STRUCT, "value": doc}
+        origin = f"envoy/envoy.yaml with the plugin configuration of {config}"
+        # The route to the queue under the configuration's prefix.
+        prefix = doc.get("prefix", "/webhooks")
+        if isinstance(prefix, str):
+            hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+            for vh in hcm["route_config"]["virtual_hosts"]:
+                for r in vh["routes"]:
+                    if "path_separated_prefix" in r["match"]:
+                        r["match"] = ({"prefix": "/"} if prefix.strip("/") == "" else
+                                      {"path_separated_prefix": "/" + prefix.strip("/")})
+    elif "kind" in doc:
+        die(f"{config} is a Kubernetes manifest ({doc['kind']}): make run takes a plugin configuration or an "
+            "Envoy bootstrap (hookstamp check reads manifests)")
+    else:
+        die(f"{config} is neither a plugin configuration (with sources) nor an Envoy bootstrap (with static_resources)")
+else:
+    boot, origin = yaml.safe_load(open("envoy/envoy.yaml", encoding="utf-8")), "envoy/envoy.yaml"
+
+# The secrets: each filter's VM gets the variables its configuration names
+# (but those its key_values give) and HOOKSTAMP_ENV_KEYS from Envoy's own
+# environment.
+names = set()
+for c in filters(boot):
+    env = c.setdefault("vm_config", {}).setdefault("environment_variables", {})
+    inline = set((env.get("key_values") or {}).keys())
+    want = (secret_names(plugin_value(c), set()) - inline) | set(extra)
+    have = list(env.get("host_env_keys") or [])
+    env["host_env_keys"] = have + sorted(want - set(have))
+    if not env["host_env_keys"]:
+        del env["host_env_keys"]
+    if not env:
+        del c["vm_config"]["environment_variables"]
+    names |= set(env.get("host_env_keys", []))
+missing = sorted(n for n in names if not os.environ.get(n))
+if missing:
+    die("the filter reads " + ", ".join(missing) + " from Envoy's environment (host_env_keys), and "
+        + ("it is" if len(missing) == 1 else "they are") + " not set or empty: export "
+        + ("it" if len(missing) == 1 else "them") + " first")
+
+
+# The ports, on 127.0.0.1.
+def socket_at(what, *path):
+    v = boot
+    try:
+        for p in path:
+            v = v[p]
+        sa = v["socket_address"]
+    except (KeyError, IndexError, TypeError):
+        die(f"{origin} has no {what} to put on 127.0.0.1 (make run needs an admin address, a listener and a "
+            "cluster with an endpoint)")
+    sa["address"] = "127.0.0.1"
+    return sa
+
+
+socket_at("admin address", "admin", "address")["port_value"] = int(admin)
+socket_at("listener", "static_resources", "listeners", 0, "address")["port_value"] = int(port)
+socket_at("cluster endpoint", "static_resources", "clusters", 0, "load_assignment", "endpoints", 0,
+          "lb_endpoints", 0, "endpoint", "address")["port_value"] = int(up)
+
+secrets = ("The filter's VM reads " + ", ".join(sorted(names)) + " from Envoy's own environment\n"
+           "# (vm_config.environment_variables.host_env_keys): no value is written here.\n") if names else ""
+header = (f"# Generated by scripts/run.sh (make run) from {origin}.\n"
+          f"# On 127.0.0.1: webhooks :{port}, admin :{admin}, the demo upstream :{up}.\n"
+          + (f"# {secrets}" if secrets else ""))
+with open(out, "w", encoding="utf-8") as f:
+    f.write(header)
+    yaml.safe_dump(boot, f, sort_keys=False)
+print(f"run: the bootstrap: {origin}" + (f"; secrets from Envoy's environment (host_env_keys): {', '.join(sorted(names))}"
+                                          if names else ""), file=sys.stderr)
 PY
+if [ -n "$print" ]; then
+  cat "$work/envoy.yaml"
+  exit 0
+fi
+mkdir -p "$(dirname "$boot")"
+cp "$work/envoy.yaml" "$boot"
+echo "run: wrote $boot" >&2
+
 python3 tests/e2e/upstream.py --port "$up" &
 upstream=$!
 trap 'kill $upstream 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -35,7 +256,7 @@ if command -v func-e >/dev/null 2>&1; then
 else
   runner=(envoy)
 fi
-"${runner[@]}" -c "$work/envoy.yaml" --concurrency 1 -l warning --base-id "$((RANDOM % 50000 + 10000))" &
+"${runner[@]}" -c "$boot" --concurrency 1 -l warning --base-id "$((RANDOM % 50000 + 10000))" &
 envoy=$!
 trap 'kill $upstream $envoy 2>/dev/null || true; rm -rf "$work"' EXIT
 # The banner once Envoy answers.
@@ -47,9 +268,22 @@ for _ in $(seq 100); do
   python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:%s/ready' % sys.argv[1], timeout=1)" "$admin" 2>/dev/null && break
   sleep 0.2
 done
-cat <<TXT
+if [ -n "$config" ]; then
+  cat <<TXT
 
-hookstamp is listening on 127.0.0.1:$port (admin 127.0.0.1:$admin, demo upstream 127.0.0.1:$up). Try:
+hookstamp is listening on 127.0.0.1:$port (admin 127.0.0.1:$admin, demo upstream 127.0.0.1:$up)
+with the configuration of $config; the bootstrap is $boot.
+The upstream answers with the x-hookstamp-* headers it received; a hook the
+filter refuses gets the filter's own answer (401 invalid_signature, 404 unknown_source...).
+
+  curl -s http://127.0.0.1:$admin/stats/prometheus | grep hookstamp_
+
+Ctrl-C stops both.
+TXT
+else
+  cat <<TXT
+
+hookstamp is listening on 127.0.0.1:$port (admin 127.0.0.1:$admin, demo upstream 127.0.0.1:$up); the bootstrap is $boot. Try:
 
   curl -s http://127.0.0.1:$port/webhooks/stripe -H 'X-Entity-Id: ent_42' \\
     -d '{"id":"evt_1","type":"invoice.paid","data":{"object":{"customer":"cus_123"}}}'
@@ -62,4 +296,5 @@ hookstamp is listening on 127.0.0.1:$port (admin 127.0.0.1:$admin, demo upstream
 
 The upstream answers with the x-hookstamp-* headers it received. Ctrl-C stops both.
 TXT
+fi
 wait "$envoy"
