@@ -58,6 +58,9 @@ pub struct Stamped<'a> {
     /// The sinks whose lane key was over its limit and is stamped as its
     /// hash.
     pub lane_keys_hashed: Vec<u16>,
+    /// The sinks whose group was longer than their broker takes and is
+    /// stamped as its hash (`lanes::group`).
+    pub lane_groups_hashed: Vec<u16>,
 }
 
 /// What happens to a request.
@@ -288,10 +291,15 @@ pub fn stamp<'a>(
                 if node_local {
                     affinity = Some(Cow::Owned(affinity::lane_hex(tenant, &raw_id)));
                 }
+                // A keyed lane's group is its stamped key, where the sink's
+                // broker takes it.
+                let (group, hashed) = lanes::group(encoded.clone(), Some(&k), lane.group_max);
+                if hashed {
+                    out.lane_groups_hashed.push(lane.sink);
+                }
                 h.push((id_name, Cow::Owned(id)));
-                h.push((key_name, encoded.clone()));
-                // A keyed lane's group is its stamped key.
-                h.push((group_name, encoded));
+                h.push((key_name, encoded));
+                h.push((group_name, group));
             }
             None => {
                 if let Some(ks) = &lane.key {
@@ -307,9 +315,14 @@ pub fn stamp<'a>(
                     let raw_id = lanes::lane_id(lane.sink, &src.id, None);
                     affinity = Some(Cow::Owned(affinity::lane_hex(tenant, &raw_id)));
                 }
+                let encoded = Cow::Owned(stamps::encode_string(group));
+                let (group, hashed) = lanes::group(encoded, None, lane.group_max);
+                if hashed {
+                    out.lane_groups_hashed.push(lane.sink);
+                }
                 h.push((id_name, Cow::Borrowed(&lane.keyless_id)));
                 h.push((key_name, Cow::Borrowed("")));
-                h.push((group_name, Cow::Owned(stamps::encode_string(group))));
+                h.push((group_name, group));
             }
         }
     }

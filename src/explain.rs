@@ -131,14 +131,15 @@ where
             ),
             (Some(k), Some(v)) if !v.is_empty() => {
                 format!(
-                    "lane of sink {}: {} → {}",
+                    "lane of sink {}: {} → {}{}",
                     lane.sink,
                     describe(src, k),
                     became(
                         &v,
                         stamped.lane_keys_hashed.contains(&lane.sink),
                         MAX_LANE_KEY
-                    )
+                    ),
+                    group_note(lane, stamped)
                 )
             }
             (Some(k), _) => {
@@ -342,6 +343,16 @@ fn path_text(p: &[String]) -> String {
         format!("{p:?}")
     } else {
         p.join(".")
+    }
+}
+
+/// Where a lane's group was hashed to fit its sink's broker.
+fn group_note(lane: &crate::lanes::Lane, stamped: &decide::Stamped) -> String {
+    match lane.group_max {
+        Some(max) if stamped.lane_groups_hashed.contains(&lane.sink) => format!(
+            "; its group hashed, as the stamped key is over the {max} characters the sink's broker takes"
+        ),
+        _ => String::new(),
     }
 }
 

@@ -6,6 +6,7 @@
 use crate::key::KeySource;
 use crate::stamps;
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 
 /// Keys longer than this are hashed: the SQS MessageGroupId limit.
 pub const MAX_LANE_KEY: usize = 128;
@@ -25,6 +26,46 @@ pub struct Lane {
     /// The keyless lane's id, lowercase hex: fixed per source and sink, so
     /// it is computed at load, not per request.
     pub keyless_id: String,
+    /// The longest group the sink's broker takes (see `group_max`); a
+    /// longer one is stamped hashed.
+    pub group_max: Option<usize>,
+}
+
+/// The longest group (in stamped characters) a sink type's broker takes
+/// as its grouping or partition key; `None` where it has no limit a group
+/// can reach. The stamped group is always printable ASCII (0x21..=0x7E:
+/// the stamp encoding), which every one of these takes.
+/// - sqs, sns: a FIFO MessageGroupId is 1 to 128 characters of letters,
+///   digits and punctuation;
+/// - kinesis: a PartitionKey is 1 to 256 Unicode characters;
+/// - rabbitmq: a routing key is at most 255 bytes (an AMQP short string);
+/// - google_pubsub: an ordering key is at most 1 KiB, kafka and the others
+///   take any key: a lane key's stamp (at most 3 × 128 characters) fits.
+pub fn group_max(sink_type: &str) -> Option<usize> {
+    match sink_type {
+        "sqs" | "sns" => Some(128),
+        "rabbitmq" => Some(255),
+        "kinesis" => Some(256),
+        _ => None,
+    }
+}
+
+/// A lane's group as its sink's broker takes it: the stamped form
+/// (`encoded`) where it fits `max`, else `sha256:` + the lowercase hex
+/// SHA-256 of the raw key (71 characters, which every broker takes); `raw`
+/// `None` where the group needed no encoding (the keyless group).
+pub fn group<'a>(
+    encoded: Cow<'a, str>,
+    raw: Option<&[u8]>,
+    max: Option<usize>,
+) -> (Cow<'a, str>, bool) {
+    match max {
+        Some(m) if encoded.len() > m => {
+            let digest = Sha256::digest(raw.unwrap_or(encoded.as_bytes()));
+            (Cow::Owned(format!("sha256:{}", hex::encode(digest))), true)
+        }
+        _ => (encoded, false),
+    }
 }
 
 impl Lane {
@@ -34,6 +75,7 @@ impl Lane {
             key,
             names: stamps::lane_names(sink),
             keyless_id: hex(&lane_id(sink, source_id, None)),
+            group_max: None,
         }
     }
 }
@@ -94,6 +136,25 @@ pub fn keyless_group(tenant: &str, source_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_fit_their_broker() {
+        let fits = Cow::Borrowed("cus%201/%C3%A9");
+        assert_eq!(
+            group(fits.clone(), Some(b"cus 1/\xc3\xa9"), Some(128)),
+            (fits, false)
+        );
+        let long = "%C3%A9".repeat(22);
+        let (g, hashed) = group(
+            Cow::Owned(long.clone()),
+            Some(&"é".repeat(22).into_bytes()),
+            Some(128),
+        );
+        assert!(hashed && g.starts_with("sha256:") && g.len() == 71);
+        assert_eq!(group(Cow::Owned(long.clone()), None, Some(256)).0, long);
+        assert_eq!(group_max("sqs"), Some(128));
+        assert_eq!(group_max("kafka"), None);
+    }
 
     #[test]
     fn vectors() {

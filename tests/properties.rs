@@ -172,10 +172,11 @@ const PATHS: &[&[&str]] = &[
 ];
 
 const CONFIG: &str = r#"{"max_json_bytes": 65536, "sources":[{"id":"s.1","tenant":"t-1","dedupe":"stripe","sinks":[
-  {"ordered":true,"ordering_key":{"json":"data.object.customer"}},
+  {"type":"sqs","ordered":true,"ordering_key":{"json":"data.object.customer"}},
   {"type":"log"},
-  {"ordered":true,"ordering_key":{"header":"x-entity-id"}},
-  {"ordered":true}]}]}"#;
+  {"type":"kinesis","ordered":true,"ordering_key":{"header":"x-entity-id"}},
+  {"type":"sns","ordered":true},
+  {"type":"kafka","ordered":true,"ordering_key":{"header":"x-entity-id"}}]}]}"#;
 
 fn check_stamps(body: &[u8], headers: &[(String, Vec<u8>)]) {
     let cfg = config::load(CONFIG).unwrap().config;

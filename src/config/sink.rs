@@ -129,7 +129,9 @@ pub(super) fn check_sink(
         return None;
     }
     let sink = u16::try_from(ctx.index).ok()?;
-    Some(Lane::new(sink, key, ctx.id))
+    let mut lane = Lane::new(sink, key, ctx.id);
+    lane.group_max = kind.and_then(crate::lanes::group_max);
+    Some(lane)
 }
 
 /// The sink types the queue knows; another is named `custom:<name>`.

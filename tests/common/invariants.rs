@@ -57,6 +57,33 @@ pub fn check<'a>(
         let a = a.expect("an affinity stamp");
         assert!(a.1.len() == 32 && a.1.bytes().all(|b| b.is_ascii_hexdigit()));
     }
+    // Each group fits its sink's broker: the stamped key (or keyless group)
+    // as is where it fits, else the raw key's hash.
+    for lane in &cfg.sources[*source].lanes {
+        let [_, key_name, group_name] = &lane.names;
+        let stamp = |n: &str| {
+            stamped
+                .headers
+                .iter()
+                .find(|(h, _)| *h == n)
+                .map(|(_, v)| v.to_string())
+        };
+        let (key, group) = (stamp(key_name).unwrap(), stamp(group_name).unwrap());
+        if let Some(max) = lane.group_max {
+            assert!(
+                group.len() <= max,
+                "{group_name} is {} characters",
+                group.len()
+            );
+        }
+        if !key.is_empty() {
+            let fits = lane.group_max.is_none_or(|m| key.len() <= m);
+            let raw = decode(&key);
+            let hashed = hookstamp::key::cap(std::borrow::Cow::Borrowed(&raw[..]), 0);
+            let hashed = String::from_utf8(hashed.into_owned()).unwrap();
+            assert_eq!(group, if fits { key } else { hashed }, "{group_name}");
+        }
+    }
     for (name, value) in &stamped.headers {
         assert!(
             value.bytes().all(|c| (0x21..=0x7e).contains(&c)),
