@@ -120,6 +120,14 @@ impl Metrics {
                     m.lane_key_missing.push((l.sink, r, counter(host, &name)));
                 }
             }
+            // 1 for a source whose provider never redelivers by itself: the
+            // alert rules page on every event such a source loses.
+            if s.never_redelivered() {
+                let name = format!("hookstamp_never_redelivered{tag}");
+                if let Some(g) = define(host, MetricKind::Gauge, &name) {
+                    let _ = host.record_metric(g, 1);
+                }
+            }
             sources.push(m);
         }
         if let Some(g) = define(host, MetricKind::Gauge, "hookstamp_sources_without_dedupe") {

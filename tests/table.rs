@@ -513,3 +513,38 @@ fn the_body_rule_and_every_parts_reason() {
         "{e}"
     );
 }
+
+/// GitHub never redelivers by itself and sends up to 25 MB: a GitHub
+/// source that holds the body under a smaller max_json_bytes is warned of
+/// (its larger deliveries would be answered 413 and lost); one that reads
+/// headers only, or a limit of 25 MiB, is not.
+#[test]
+fn a_github_source_that_would_refuse_its_providers_deliveries_is_warned_of() {
+    let verified =
+        r#"{"id":"gh","dedupe":"github","verify":{"scheme":"github","secrets":[{"env":"GH_S"}]}}"#;
+    let body_key = r#"{"id":"gh","dedupe":"github","sinks":[{"ordered":true,"ordering_key":{"json":"repository.id","integer":true}}]}"#;
+    let headers_only = r#"{"id":"gh","dedupe":"github"}"#;
+    let env = |_: &str| Some("s".to_owned());
+    let warned = |max: usize, source: &str| {
+        let text = format!(
+            r#"{{"max_json_bytes":{max},"max_held_bytes":{},"sources":[{source}]}}"#,
+            4 * max
+        );
+        let l = config::load_with_env(&text, &env).unwrap();
+        l.warnings.iter().any(|w| {
+            w.starts_with("source 'gh' is GitHub's and holds the body, but max_json_bytes is")
+                && w.contains("never redelivers one by itself")
+        })
+    };
+    assert!(warned(1_048_576, verified));
+    assert!(warned(1_048_576, body_key));
+    assert!(!warned(1_048_576, headers_only));
+    assert!(!warned(26_214_400, verified));
+    let cfg = config::load_with_env(
+        &format!(r#"{{"sources":[{verified},{{"id":"st","dedupe":"stripe"}}]}}"#),
+        &env,
+    )
+    .unwrap()
+    .config;
+    assert!(cfg.sources[0].never_redelivered() && !cfg.sources[1].never_redelivered());
+}

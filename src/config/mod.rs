@@ -131,6 +131,17 @@ impl Source {
         self.keeps_body() || self.verify.is_some() || self.hashes_body
     }
 
+    /// Whether the source's provider never redelivers a failed delivery by
+    /// itself: GitHub's (its scheme, or its dedupe key, GitHub's delivery
+    /// id). Every answer but a 2xx loses such an event until someone
+    /// redelivers it.
+    pub fn never_redelivered(&self) -> bool {
+        matches!(
+            self.verify.as_ref().map(|v| &v.scheme),
+            Some(crate::verify::Scheme::Github)
+        ) || self.headers.iter().any(|h| h == "x-github-delivery")
+    }
+
     /// Whether the body must be copied into the VM: only for keys read in
     /// it (a signature is computed as the chunks pass).
     pub fn keeps_body(&self) -> bool {
@@ -196,6 +207,32 @@ fn buffer_limit_warning(config: &Config) -> Option<String> {
              body between the two waits for max_hold_ms and is answered 408"
         )
     })
+}
+
+/// GitHub's largest delivery: its payloads are capped at 25 MB (taken as
+/// MiB, the larger reading).
+pub const GITHUB_MAX_PAYLOAD: usize = 25 * 1024 * 1024;
+
+/// A GitHub source (its scheme, or its dedupe key, GitHub's delivery id)
+/// that holds the body under a max_json_bytes below GitHub's largest
+/// delivery: GitHub never redelivers by itself, so a delivery answered 413
+/// is lost.
+fn github_limit_warnings(config: &Config) -> Vec<String> {
+    let max = config.max_json_bytes;
+    if max >= GITHUB_MAX_PAYLOAD {
+        return Vec::new();
+    }
+    config
+        .sources
+        .iter()
+        .filter(|s| s.needs_body() && s.never_redelivered())
+        .map(|s| {
+            format!(
+                "source '{}' is GitHub's and holds the body, but max_json_bytes is {max}: GitHub sends deliveries                  of up to 25 MB and never redelivers one by itself, so a larger one is answered 413 and lost;                  set max_json_bytes to {GITHUB_MAX_PAYLOAD} (max_held_bytes at least four times that, and the                  listener's per_connection_buffer_limit_bytes to match)",
+                s.id
+            )
+        })
+        .collect()
 }
 
 /// Parses and checks a configuration, secrets read from the process's
@@ -282,6 +319,7 @@ fn checked(
                 )
             }));
             warnings.extend(buffer_limit_warning(&config));
+            warnings.extend(github_limit_warnings(&config));
             let loaded = Loaded {
                 config,
                 warnings: warnings.clone(),

@@ -45,7 +45,8 @@ def live_metrics():
     port = proxy.free_port()
     config = {"affinity": True, "sources": [
         {"id": "stripe", "dedupe": "stripe", "verify": {"scheme": "stripe", "secrets": [{"value": "whsec_x"}]},
-         "sinks": [{"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]}]}
+         "sinks": [{"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]},
+        {"id": "github", "dedupe": "github"}]}
     boot = proxy.bootstrap({"ops": (port, config)}, up.server_address[1], proxy.free_port())
     boot["stats_config"] = {"stats_tags": tags}
     e = proxy.Envoy(boot)
@@ -67,6 +68,9 @@ def test_istio_stats_patch_labels_every_metric(live_metrics):
     # No label left in a metric name.
     assert not [n for n, _ in names if "source_" in n or "reason_" in n or "version_" in n]
     assert 'hookstamp_signature_failures_total{source="stripe",reason="missing"} 1' in text
+    # GitHub never redelivers by itself: the gauge the paging rule joins on.
+    assert re.search(r'^hookstamp_never_redelivered\{source="github"\} 1$', text, re.M), text[:3000]
+    assert 'hookstamp_never_redelivered{source="stripe"}' not in text
 
 
 def metric_names(text):
