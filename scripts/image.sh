@@ -14,11 +14,14 @@
 # header carries no build time.
 #
 #   scripts/image.sh [OUT]    the layout in OUT (default target/oci), the
-#                             digest in OUT.digest
+#                             digest in OUT.digest; the module is
+#                             $HOOKSTAMP_WASM (default target/hookstamp.wasm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v umoci >/dev/null || { echo "umoci is missing: run make setup (or scripts/setup.sh image)" >&2; exit 1; }
 out=${1:-target/oci}
+wasm=${HOOKSTAMP_WASM:-target/hookstamp.wasm}
+[ -f "$wasm" ] || { echo "$wasm is missing: run make wasm" >&2; exit 1; }
 epoch=${SOURCE_DATE_EPOCH:-0}
 case "$epoch" in '' | *[!0-9]*) echo "SOURCE_DATE_EPOCH must be whole seconds since 1970, got '$epoch'" >&2; exit 1 ;; esac
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
@@ -30,7 +33,7 @@ mkdir -p "$(dirname "$out")"
 umoci init --layout "$out"
 umoci new --image "$out:$version"
 umoci unpack --rootless --image "$out:$version" "$bundle/b" >/dev/null
-install -m 0644 target/hookstamp.wasm "$bundle/b/rootfs/plugin.wasm"
+install -m 0644 "$wasm" "$bundle/b/rootfs/plugin.wasm"
 chmod 0755 "$bundle/b/rootfs"
 # The layer's tar records each file's time: fixed, as umoci has no option.
 touch -h -d "@$epoch" "$bundle/b/rootfs/plugin.wasm" "$bundle/b/rootfs"
@@ -43,4 +46,4 @@ umoci config --no-history --image "$out:$version" --created "$created" \
 umoci gc --layout "$out"
 digest=$(python3 -c "import json,sys; print(next(m['digest'] for m in json.load(open(sys.argv[1] + '/index.json'))['manifests'] if m.get('annotations',{}).get('org.opencontainers.image.ref.name') == sys.argv[2]))" "$out" "$version")
 echo "$digest" > "$out.digest"
-echo "built $out:$version ($digest): one layer, plugin.wasm sha256 $(sha256sum target/hookstamp.wasm | cut -d' ' -f1)"
+echo "built $out:$version ($digest): one layer, plugin.wasm sha256 $(sha256sum "$wasm" | cut -d' ' -f1)"

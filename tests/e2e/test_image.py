@@ -27,10 +27,19 @@ def tool(name):
     return exe
 
 
-def build(out, **env):
-    """scripts/image.sh into `out`; returns the digest it printed and wrote."""
+def module(tmp_path):
+    """A copy of the built module: what the image holds, whatever rebuilds
+    target/hookstamp.wasm meanwhile."""
+    copy = tmp_path / "hookstamp.wasm"
+    copy.write_bytes(proxy.WASM.read_bytes())
+    return copy
+
+
+def build(out, wasm, **env):
+    """scripts/image.sh of `wasm` into `out`; returns the digest it printed
+    and wrote."""
     r = subprocess.run(["scripts/image.sh", str(out)], cwd=ROOT, check=True, capture_output=True, text=True,
-                       env={**os.environ, **env})
+                       env={**os.environ, "HOOKSTAMP_WASM": str(wasm), **env})
     digest = Path(f"{out}.digest").read_text().strip()
     assert f"({digest})" in r.stdout, r.stdout
     return digest
@@ -41,8 +50,8 @@ def blob(layout, digest):
 
 
 def test_image_round_trips_through_a_local_registry(tmp_path):
-    oci = tmp_path / "oci"
-    digest = build(oci)
+    oci, wasm = tmp_path / "oci", module(tmp_path)
+    digest = build(oci, wasm)
     version = json.loads((oci / "index.json").read_text())["manifests"][0][
         "annotations"]["org.opencontainers.image.ref.name"]
     port = proxy.free_port()
@@ -80,8 +89,8 @@ def test_image_round_trips_through_a_local_registry(tmp_path):
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(blob))) as tar:
         files = [m for m in tar.getmembers() if m.isfile()]
         assert [m.name.lstrip("./") for m in files] == ["plugin.wasm"]
-        wasm = tar.extractfile(files[0]).read()
-    assert hashlib.sha256(wasm).hexdigest() == hashlib.sha256(proxy.WASM.read_bytes()).hexdigest()
+        pulled_wasm = tar.extractfile(files[0]).read()
+    assert hashlib.sha256(pulled_wasm).hexdigest() == hashlib.sha256(wasm.read_bytes()).hexdigest()
 
 
 def test_the_same_module_gives_the_same_digest_on_every_build(tmp_path):
@@ -89,9 +98,15 @@ def test_the_same_module_gives_the_same_digest_on_every_build(tmp_path):
     second apart, so a build time would differ) give one digest; every time
     in the image is SOURCE_DATE_EPOCH (0 by default), and another epoch
     gives another digest, stable too."""
-    first = build(tmp_path / "a")
+    wasm = module(tmp_path)
+    first = build(tmp_path / "a", wasm)
     time.sleep(1.1)
-    assert build(tmp_path / "b") == first
+    # Another copy, elsewhere, of another mode and time: the same image.
+    other = tmp_path / "elsewhere" / "module.wasm"
+    other.parent.mkdir()
+    other.write_bytes(wasm.read_bytes())
+    other.chmod(0o600)
+    assert build(tmp_path / "b", other) == first
     assert (tmp_path / "a" / "index.json").read_bytes() == (tmp_path / "b" / "index.json").read_bytes()
     layout = tmp_path / "a"
     manifest = json.loads(blob(layout, first))
@@ -109,6 +124,6 @@ def test_the_same_module_gives_the_same_digest_on_every_build(tmp_path):
         members = tar.getmembers()
     assert "plugin.wasm" in [m.name.lstrip("./") for m in members]
     assert {(m.mtime, m.uid, m.gid) for m in members} == {(0, 0, 0)}
-    later = build(tmp_path / "c", SOURCE_DATE_EPOCH="1700000000")
+    later = build(tmp_path / "c", wasm, SOURCE_DATE_EPOCH="1700000000")
     assert later != first
-    assert build(tmp_path / "d", SOURCE_DATE_EPOCH="1700000000") == later
+    assert build(tmp_path / "d", wasm, SOURCE_DATE_EPOCH="1700000000") == later
