@@ -63,6 +63,30 @@ pub struct Stamped<'a> {
     pub lane_groups_hashed: Vec<u16>,
 }
 
+impl Stamped<'_> {
+    /// Why a stamped request lacks something, for the access log: the
+    /// signature's failure in flag mode, the dedupe key's and each keyless
+    /// lane's reason, each hashed group; `dedupe=absent lane-1=not_json`.
+    /// Empty where nothing is missing. Names and bounded reasons only,
+    /// never a key or a body byte.
+    pub fn why(&self, unverified: Option<Reason>) -> String {
+        let mut out: Vec<String> = Vec::new();
+        if let Some(r) = unverified {
+            out.push(format!("signature={}", r.as_str()));
+        }
+        if let Some(m) = self.dedupe_key_missing {
+            out.push(format!("dedupe={}", m.as_str()));
+        }
+        for (sink, m) in &self.lane_keys_missing {
+            out.push(format!("lane-{sink}={}", m.as_str()));
+        }
+        for sink in &self.lane_groups_hashed {
+            out.push(format!("lane-{sink}-group=hashed"));
+        }
+        out.join(" ")
+    }
+}
+
 /// What happens to a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome<'a> {

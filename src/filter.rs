@@ -53,6 +53,12 @@ mod abi {
         pub fn proxy_increment_metric(id: u32, by: i64) -> u32;
         pub fn proxy_record_metric(id: u32, value: u64) -> u32;
         pub fn proxy_get_current_time_nanoseconds(time: *mut u64) -> u32;
+        pub fn proxy_set_property(
+            path: *const u8,
+            path_size: usize,
+            value: *const u8,
+            value_size: usize,
+        ) -> u32;
     }
 }
 
@@ -146,6 +152,14 @@ impl Host for Proxy {
 
     fn remove_request_header(&mut self, name: &str) -> HostResult<()> {
         remove(MAP_REQUEST_HEADERS, name)
+    }
+
+    fn set_property(&mut self, path: &str, value: &[u8]) -> HostResult<()> {
+        // SAFETY: the host reads both within their lengths.
+        let s = unsafe {
+            abi::proxy_set_property(path.as_ptr(), path.len(), value.as_ptr(), value.len())
+        };
+        status("proxy_set_property", s)
     }
 
     fn remove_request_trailer(&mut self, name: &str) -> HostResult<()> {

@@ -82,6 +82,10 @@ pub trait Host {
     fn define_metric(&mut self, kind: MetricKind, name: &str) -> HostResult<u32>;
     fn increment_metric(&mut self, id: u32, by: i64) -> HostResult<()>;
     fn record_metric(&mut self, id: u32, value: u64) -> HostResult<()>;
+    /// Sets a property of the current request (Envoy keeps it as filter
+    /// state `wasm.<path>`, which an access log prints with
+    /// `%FILTER_STATE(wasm.<path>:PLAIN)%`).
+    fn set_property(&mut self, path: &str, value: &[u8]) -> HostResult<()>;
     /// Wall-clock milliseconds.
     fn now_ms(&mut self) -> u64;
     fn log(&mut self, level: Level, message: &str);

@@ -548,3 +548,37 @@ fn a_github_source_that_would_refuse_its_providers_deliveries_is_warned_of() {
     .config;
     assert!(cfg.sources[0].never_redelivered() && !cfg.sources[1].never_redelivered());
 }
+
+/// What the filter records for the access log (`wasm.hookstamp_why`): the
+/// reasons only, never a key.
+#[test]
+fn why_names_every_missing_key_by_its_reason() {
+    let cfg = config::load(
+        r#"{"sources":[{"id":"s","dedupe":{"json":"id"},"sinks":[
+            {"type":"sqs","ordered":true,"ordering_key":{"json":"c"}},
+            {"type":"sqs","ordered":true,"ordering_key":{"json":"k"}}]}]}"#,
+    )
+    .unwrap()
+    .config;
+    let long = "é".repeat(50);
+    let body = format!(r#"{{"k":"{long}"}}"#);
+    let d = decide::decide(
+        &cfg,
+        "POST",
+        "/webhooks/s",
+        &[] as &[(&str, &str)],
+        body.as_bytes(),
+        0,
+    );
+    let decide::Outcome::Forward { stamped, .. } = d.outcome else {
+        panic!("not forwarded")
+    };
+    assert_eq!(
+        stamped.why(None),
+        "dedupe=absent lane-0=absent lane-1-group=hashed"
+    );
+    assert_eq!(
+        stamped.why(Some(hookstamp::verify::Reason::Expired)),
+        "signature=expired dedupe=absent lane-0=absent lane-1-group=hashed"
+    );
+}

@@ -228,7 +228,10 @@ fn github_limit_warnings(config: &Config) -> Vec<String> {
         .filter(|s| s.needs_body() && s.never_redelivered())
         .map(|s| {
             format!(
-                "source '{}' is GitHub's and holds the body, but max_json_bytes is {max}: GitHub sends deliveries                  of up to 25 MB and never redelivers one by itself, so a larger one is answered 413 and lost;                  set max_json_bytes to {GITHUB_MAX_PAYLOAD} (max_held_bytes at least four times that, and the                  listener's per_connection_buffer_limit_bytes to match)",
+                "source '{}' is GitHub's and holds the body, but max_json_bytes is {max}: GitHub sends deliveries \
+                 of up to 25 MB and never redelivers one by itself, so a larger one is answered 413 and lost; \
+                 set max_json_bytes to {GITHUB_MAX_PAYLOAD} (max_held_bytes at least four times that, and the \
+                 listener's per_connection_buffer_limit_bytes to match)",
                 s.id
             )
         })

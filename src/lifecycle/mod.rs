@@ -18,6 +18,10 @@ use crate::reply::{self, Reply};
 use crate::route::{self, Route, Target};
 use crate::strip::{self, strip};
 use crate::verify::{OnFailure, Reason};
+
+/// The request property (Envoy's filter state `wasm.hookstamp_why`) that
+/// says why a stamped request lacks a key or a verified signature.
+pub const WHY_PROPERTY: &str = "hookstamp_why";
 use std::cell::Cell;
 use std::rc::Rc;
 
@@ -666,6 +670,7 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
         (Check::Running(p), _) => Some(p.finish().map_err(|f| f.reason)),
     };
     let m = plugin.metrics.source(w.source);
+    let unverified = result.and_then(Result::err);
     let verified = match (result, &src.verify) {
         (Some(r), Some(v)) => {
             match r {
@@ -704,5 +709,13 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
         }
     }
     plugin.metrics.stamped(host, w.source, w.spoofed, &stamped);
+    // Why the request lacks a key, where the access log can print it. The
+    // stamps and metrics already carry the decision: a host that keeps no
+    // property leaves the log's field empty ("-"), and is not logged per
+    // request, which a flood would turn into a flood of log lines.
+    let why = stamped.why(unverified);
+    if !why.is_empty() {
+        let _ = host.set_property(WHY_PROPERTY, why.as_bytes());
+    }
     HeadersStatus::Continue
 }

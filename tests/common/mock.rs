@@ -24,6 +24,7 @@ pub enum Call {
     DefineMetric,
     IncrementMetric,
     RecordMetric,
+    SetProperty,
 }
 
 impl Call {
@@ -43,6 +44,7 @@ impl Call {
             Call::DefineMetric => "define_metric",
             Call::IncrementMetric => "increment_metric",
             Call::RecordMetric => "record_metric",
+            Call::SetProperty => "set_property",
         }
     }
 }
@@ -59,6 +61,8 @@ pub struct MockHost {
     /// Local replies sent, with the context they were sent for.
     pub replies: Vec<(u32, Reply)>,
     pub metrics: Vec<(String, i64)>,
+    /// Properties set, with the context they were set for.
+    pub properties: Vec<(u32, String, Vec<u8>)>,
     pub log: Vec<(Level, String)>,
     pub now_ms: u64,
     pub tick_ms: Option<u32>,
@@ -201,6 +205,13 @@ impl Host for MockHost {
         if let Some((_, v)) = self.metrics.get_mut(id as usize) {
             *v = i64::try_from(value).unwrap_or(i64::MAX);
         }
+        Ok(())
+    }
+
+    fn set_property(&mut self, path: &str, value: &[u8]) -> HostResult<()> {
+        self.call(Call::SetProperty)?;
+        self.properties
+            .push((self.context, path.to_owned(), value.to_vec()));
         Ok(())
     }
 

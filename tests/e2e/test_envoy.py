@@ -799,7 +799,9 @@ def test_every_answer_of_the_filter_has_its_own_details_in_the_access_log():
     fmt = hcm0["access_log"][0]["typed_config"]["log_format"]
     cfg = {"max_hold_ms": 1000, "sources": [
         {"id": "gh", "dedupe": "github", "verify": {"scheme": "github", "secrets": [{"env": "GH_DETAILS"}]}},
-        {"id": "b", "dedupe": {"json": "id"}}]}
+        {"id": "b", "dedupe": {"json": "id"}},
+        {"id": "fl", "dedupe": {"json": "id"}, "sinks": [{"type": "sqs", "ordered": True, "ordering_key": {"json": "c"}}],
+         "verify": {"scheme": "github", "secrets": [{"env": "GH_DETAILS"}], "on_failure": "flag"}}]}
     up = upstream.start()
     port = proxy.free_port()
     boot = proxy.bootstrap({"d": (port, cfg)}, up.server_address[1], proxy.free_port(), env={"GH_DETAILS": "s"})
@@ -825,12 +827,22 @@ def test_every_answer_of_the_filter_has_its_own_details_in_the_access_log():
         s.settimeout(5)
         assert s.recv(4096).startswith(b"HTTP/1.1 408")
         s.close()
+        # Stamped, and why something is missing: a forged hook in flag mode
+        # (keyless, unverified), and a body without its dedupe key.
+        forged = [("x-hub-signature-256", "sha256=" + "0" * 64)]
+        assert proxy.request(port, "POST", "/webhooks/fl", forged, body=b'{"id":"e1","c":"cus_1"}')[0] == 200
+        assert proxy.request(port, "POST", "/webhooks/b", [], body=b'{"x":1}')[0] == 200
+        assert proxy.request(port, "POST", "/webhooks/b", [], body=b'{"id":"e2"}')[0] == 200
     finally:
         e.stop()
-    details = [json.loads(l)["details"] for l in access.read_text().splitlines()]
+    lines = [json.loads(l) for l in access.read_text().splitlines()]
+    details = [l["details"] for l in lines]
     assert details == ["hookstamp.invalid_signature.missing", "hookstamp.invalid_signature.malformed",
                        "hookstamp.invalid_signature.mismatch", "hookstamp.unknown_source",
-                       "hookstamp.method_not_allowed", "hookstamp.body_timeout"], details
+                       "hookstamp.method_not_allowed", "hookstamp.body_timeout",
+                       "via_upstream", "via_upstream", "via_upstream"], details
+    assert [l["why"] for l in lines[-3:]] == ["signature=mismatch lane-0=unverified", "dedupe=absent", None], lines[-3:]
+    assert lines[-3]["verified"] == "false" and "cus_1" not in json.dumps(lines)
 
 
 def test_check_warns_of_a_secret_given_inline_in_key_values_and_never_shows_it(tmp_path):
