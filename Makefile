@@ -52,6 +52,7 @@ test-native:           ## the core, the case table and the config error table
 test-e2e: setup wasm   ## the same case table through a real Envoy with the built .wasm, and the attacks
 	scripts/build-wasm.sh crash
 	cargo build
+	cargo build --release --bin hookstamp   # the binary the docs' examples run (tests/e2e/test_docs.py)
 	cd tests/e2e && $(PYTEST) -q -p no:cacheprovider
 
 test: lint test-native fuzz-short soak-short soak-attack-short test-e2e   ## everything; fails if Envoy is missing

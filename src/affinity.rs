@@ -79,7 +79,7 @@ mod tests {
             hex("acme", "stripe", None),
             "8006f687106fbf9ba9b308d41e0b5d73"
         );
-        // A lane's affinity: the README's vectors, computed apart.
+        // A lane's affinity: docs/fleet.md's vectors, computed apart.
         let cus = lanes::lane_id(0, "stripe", Some(b"cus_123"));
         assert_eq!(lane_hex("acme", &cus), "45d7e9af9493e9e1a097845c1e77836d");
         assert_eq!(lane_hex("globex", &cus), "f17e76b9691865bc60e38c35b3a2b6a1");

@@ -1,4 +1,4 @@
-//! Ordering lanes (ADR 0004 "opt-in ordering lanes").
+//! Ordering lanes: opt-in, sink by sink (see docs/keys.md).
 //!
 //! An ordered sink delivers one lane's hooks one at a time, in commit order.
 //! The lane id is derived, not stored, so any upstream can recompute it.

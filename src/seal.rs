@@ -63,7 +63,7 @@ pub fn body_hash(body: &[u8]) -> [u8; 32] {
 mod tests {
     use super::*;
 
-    /// The README's vectors, computed apart (tests/e2e/seal.py).
+    /// docs/keys.md's vectors, computed apart (tests/e2e/seal.py).
     #[test]
     fn the_readmes_vectors() {
         let s = seal(

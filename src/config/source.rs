@@ -365,7 +365,7 @@ fn unsigned_key_headers(
                     "unsigned_key_header",
                     format!(
                         "{what} is read from header {name}, which the signature does not cover: \
-                         a captured delivery replays, verified, with any value of it (see README Security)"
+                         a captured delivery replays, verified, with any value of it (see docs/security.md)"
                     ),
                 );
             }

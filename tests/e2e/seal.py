@@ -1,6 +1,6 @@
 """The stamp seal, as a queue written in Python verifies it: written from
-the README's specification, apart from the filter's code. `python3
-seal.py` prints the README's test vectors."""
+the specification in docs/keys.md, apart from the filter's code. `python3
+seal.py` prints its test vectors."""
 
 import hashlib
 import hmac

@@ -43,7 +43,7 @@ def env():
     configs = {name: (proxy.free_port(), t["config"]) for name, t in TABLES.items()}
     configs["big"] = (proxy.free_port(), BIG)
     # The same source behind Envoy's default buffer limit (1 MiB, equal to
-    # the default max_json_bytes): the limit the README asks for at least.
+    # the default max_json_bytes): the limit docs/deployment.md asks for at least.
     configs["big_default_limit"] = (proxy.free_port(), BIG, None)
     configs["held"] = (proxy.free_port(), HELD)
     # Cargo's own artifact, as built, unchanged: every build output is right.
