@@ -293,6 +293,10 @@ pub fn stamp<'a>(
             None => out.dedupe_key_missing = Some(key::why(&d.key, &values)),
         }
     }
+    // A forged hook (flag mode) claims no dedupe key: counted as unverified.
+    if src.dedupe.is_some() && verified == Some(false) {
+        out.dedupe_key_missing = Some(Missing::Unverified);
+    }
     let mut affinity: Option<Cow<'a, str>> = None;
     // A forged hook (flag mode) never enters a customer's lane: every lane
     // of an unverified request is keyless.
@@ -344,8 +348,9 @@ pub fn stamp<'a>(
                 if hashed {
                     out.lane_groups_hashed.push(lane.sink);
                 }
+                // No key stamp: the group says keyless, and an empty value
+                // is one an Envoy dynamic module cannot set (docs/keys.md).
                 h.push((id_name, Cow::Borrowed(&lane.keyless_id)));
-                h.push((key_name, Cow::Borrowed("")));
                 h.push((group_name, group));
             }
         }

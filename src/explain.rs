@@ -160,10 +160,12 @@ where
         out.push(line);
     }
     if let Some(a) = stamp(stamps::AFFINITY) {
-        out.push(format!(
-            "affinity: {a} ({:?})",
-            src.affinity.unwrap_or(crate::affinity::Affinity::Source)
-        ));
+        let of = match src.affinity.unwrap_or(crate::affinity::Affinity::Source) {
+            crate::affinity::Affinity::Lane(i) => format!("the lane of sink {i}"),
+            crate::affinity::Affinity::Dedupe => "the event (its dedupe key)".to_owned(),
+            crate::affinity::Affinity::Source => "the source".to_owned(),
+        };
+        out.push(format!("affinity: {a} (of {of})"));
     }
     out
 }

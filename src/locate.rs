@@ -19,6 +19,9 @@ pub struct Located {
     /// `None` for a bare plugin configuration, which says nothing of its
     /// VM.
     pub vm: Option<Vm>,
+    /// The enclosing listener's `per_connection_buffer_limit_bytes`, where
+    /// the file sets one.
+    pub buffer_limit: Option<u64>,
     /// Whether the deployment can hold headers for a body
     /// (`allow_on_headers_stop_iteration`; never in a WasmPlugin).
     pub holds_headers: bool,
@@ -62,6 +65,7 @@ pub fn find(text: &str, file: &str) -> Result<Vec<Located>, String> {
                 config: doc.clone(),
                 env: Vec::new(),
                 vm: None,
+                buffer_limit: None,
                 holds_headers: true,
             });
             continue;
@@ -73,6 +77,7 @@ pub fn find(text: &str, file: &str) -> Result<Vec<Located>, String> {
             config: c.clone(),
             env,
             vm: Some(Vm { host_keys, field }),
+            buffer_limit: None,
             holds_headers: false,
         };
         match doc.get("kind").and_then(Value::as_str) {
@@ -108,7 +113,7 @@ pub fn find(text: &str, file: &str) -> Result<Vec<Located>, String> {
             _ => {}
         }
         let before = out.len();
-        walk(doc, &name, "", &mut out);
+        walk(doc, &name, "", None, &mut out);
         // Nothing of Envoy's or Kubernetes' in it: it is meant as a plugin
         // configuration, and checking it says what it lacks.
         if out.len() == before && doc.get("kind").is_none() && doc.get("static_resources").is_none()
@@ -118,6 +123,7 @@ pub fn find(text: &str, file: &str) -> Result<Vec<Located>, String> {
                 config: doc.clone(),
                 env: Vec::new(),
                 vm: None,
+                buffer_limit: None,
                 holds_headers: true,
             });
         }
@@ -177,25 +183,42 @@ fn doc_name(doc: &Value, i: usize, n: usize, file: &str) -> String {
 
 /// Finds Wasm filter configurations (`@type` ...wasm.v3.Wasm) anywhere, and
 /// Envoy Gateway's `wasm` entries.
-fn walk(v: &Value, doc: &str, path: &str, out: &mut Vec<Located>) {
+/// `limit` is the enclosing listener's `per_connection_buffer_limit_bytes`.
+fn walk(v: &Value, doc: &str, path: &str, limit: Option<u64>, out: &mut Vec<Located>) {
     match v {
         Value::Object(o) => {
             if o.get("@type").and_then(Value::as_str) == Some(WASM_FILTER) {
-                if let Some(f) = filter(o.get("config"), doc, path) {
+                if let Some(mut f) = filter(o.get("config"), doc, path) {
+                    f.buffer_limit = limit;
                     out.push(f);
                 }
                 return;
             }
+            let limit = o
+                .get("per_connection_buffer_limit_bytes")
+                .and_then(buffer_limit)
+                .or(limit);
             for (k, x) in o {
-                walk(x, doc, &format!("{path}.{k}"), out);
+                walk(x, doc, &format!("{path}.{k}"), limit, out);
             }
         }
         Value::Array(a) => {
             for (i, x) in a.iter().enumerate() {
-                walk(x, doc, &format!("{path}[{i}]"), out);
+                walk(x, doc, &format!("{path}[{i}]"), limit, out);
             }
         }
         _ => {}
+    }
+}
+
+/// A buffer limit as Envoy's JSON and YAML write it: a number, or a
+/// `UInt32Value` as a string or `{value: n}`.
+fn buffer_limit(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        Value::Object(o) => o.get("value").and_then(buffer_limit),
+        _ => None,
     }
 }
 
@@ -229,6 +252,7 @@ fn filter(config: Option<&Value>, doc: &str, path: &str) -> Option<Located> {
             host_keys,
             field: "vm_config.environment_variables.host_env_keys",
         }),
+        buffer_limit: None,
         holds_headers: c.get("allow_on_headers_stop_iteration") == Some(&Value::Bool(true)),
     })
 }

@@ -92,16 +92,23 @@ fn usage(what: &str) -> String {
     format!("expected {what}\n{SYNOPSIS}")
 }
 
-/// The config file, the first positional argument of every command; its
-/// `--help` prints the command's help.
-fn config_arg(p: &mut lexopt::Parser, help: &str) -> Result<OsString, String> {
-    match p.next().map_err(|e| e.to_string())? {
-        Some(Value(v)) => Ok(v),
-        Some(Short('h') | Long("help")) => {
+/// Takes the command's FILE (its one positional argument, before or after
+/// the options) or its `--help`; anything else is the caller's to match.
+fn file_or_help(
+    arg: lexopt::Arg<'_>,
+    file: &mut Option<OsString>,
+    help: &str,
+) -> Result<(), String> {
+    match arg {
+        Value(v) if file.is_none() => {
+            *file = Some(v);
+            Ok(())
+        }
+        Short('h') | Long("help") => {
             println!("{help}");
             std::process::exit(0)
         }
-        _ => Err(usage("FILE")),
+        other => Err(other.unexpected().to_string()),
     }
 }
 
@@ -209,7 +216,7 @@ fn load(path: &OsString, select: Option<&str>) -> Result<Loaded, String> {
 }
 
 fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
-    let path = config_arg(p, CHECK_HELP)?;
+    let mut path = None;
     let mut wasmplugin = false;
     let mut strict = false;
     let mut mode = EnvMode::Values;
@@ -232,9 +239,10 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
                 };
             }
             Long("strict") => strict = true,
-            other => return Err(other.unexpected().to_string()),
+            other => file_or_help(other, &mut path, CHECK_HELP)?,
         }
     }
+    let path = path.ok_or_else(|| usage("FILE"))?;
     let (name, found) = match configs(&path) {
         Ok(x) => x,
         Err(e) => {
@@ -250,7 +258,16 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         } else {
             String::new()
         };
-        let (result, warnings) = config::load_reporting(&config_text(f), &env_of(f, mode));
+        let (result, mut warnings) = config::load_reporting(&config_text(f), &env_of(f, mode));
+        // The buffer-limit warning is for a filter that cannot see its
+        // listener: where the file shows a listener limit that holds
+        // max_json_bytes, it does not apply.
+        if let Ok(l) = &result {
+            let max = l.config.max_json_bytes as u64;
+            if f.buffer_limit.is_some_and(|b| b >= max) {
+                warnings.retain(|w| !w.contains(config::BUFFER_LIMIT_WARNING));
+            }
+        }
         // Warnings are said beside the errors too, never hidden by them.
         for w in &warnings {
             eprintln!("{prefix}warning: {w}");
@@ -417,7 +434,8 @@ fn request_args(
     p: &mut lexopt::Parser,
     explaining: bool,
 ) -> Result<(Loaded, Request, Option<u64>), String> {
-    let config = config_arg(p, if explaining { EXPLAIN_HELP } else { STAMP_HELP })?;
+    let help = if explaining { EXPLAIN_HELP } else { STAMP_HELP };
+    let mut config = None;
     let mut req = Request {
         method: "POST".into(),
         path: String::new(),
@@ -445,13 +463,10 @@ fn request_args(
             Long("body") => body = Some(p.value().map_err(|e| e.to_string())?),
             Long("now") => now = Some(now_arg(p)?),
             Long("config") => select = Some(text(p)?),
-            Short('h') | Long("help") => {
-                println!("{}", if explaining { EXPLAIN_HELP } else { STAMP_HELP });
-                std::process::exit(0)
-            }
-            other => return Err(other.unexpected().to_string()),
+            other => file_or_help(other, &mut config, help)?,
         }
     }
+    let config = config.ok_or_else(|| usage("FILE"))?;
     if !have_path {
         return Err(usage("--path"));
     }
@@ -534,7 +549,7 @@ fn batch_request(line: &str) -> Result<Request, String> {
 }
 
 fn batch(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
-    let config = config_arg(p, BATCH_HELP)?;
+    let mut config = None;
     let mut now = None;
     let mut select = None;
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
@@ -544,13 +559,10 @@ fn batch(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
                 let v = p.value().map_err(|e| e.to_string())?;
                 select = Some(v.to_string_lossy().into_owned());
             }
-            Short('h') | Long("help") => {
-                println!("{BATCH_HELP}");
-                std::process::exit(0)
-            }
-            other => return Err(other.unexpected().to_string()),
+            other => file_or_help(other, &mut config, BATCH_HELP)?,
         }
     }
+    let config = config.ok_or_else(|| usage("FILE"))?;
     let loaded = load(&config, select.as_deref())?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for (n, line) in std::io::stdin().lock().lines().enumerate() {

@@ -14,7 +14,10 @@ use crate::key::KeySource;
 use serde_json::{Map, Value};
 
 pub const FORMS: &str = "{\"header\": name}, {\"json\": path}, {\"form\": field}, \
-{\"first\": [key, ...]} or {\"concat\": [key, ...], \"separator\": text}";
+{\"sha256\": \"body\"}, {\"first\": [key, ...]} or {\"concat\": [key, ...], \"separator\": text}";
+
+/// The fields that make a key, one each.
+pub const KINDS: [&str; 6] = ["header", "json", "form", "sha256", "first", "concat"];
 
 /// What an expression's place allows.
 pub struct KeyCtx<'a> {
@@ -67,11 +70,10 @@ fn nested(
         .filter(|(k, v)| !skip.contains(&k.as_str()) && !v.is_null())
         .collect();
     let has = |k: &str| fields.iter().any(|(f, _)| f.as_str() == k);
-    let kinds = ["header", "json", "form", "sha256", "first", "concat"];
-    if kinds.iter().filter(|k| has(k)).count() > 1 {
+    if KINDS.iter().filter(|k| has(k)).count() > 1 {
         return Err(Issue::new(
             "bad_key",
-            "a key takes exactly one of header, json, form, first or concat",
+            "a key takes exactly one of header, json, form, sha256, first or concat",
         )
         .into());
     }

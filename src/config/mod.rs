@@ -191,6 +191,10 @@ pub struct Loaded {
     pub warnings: Vec<String>,
 }
 
+/// The words that mark the buffer-limit warning, which `check` drops for a
+/// listener it can see holds max_json_bytes.
+pub const BUFFER_LIMIT_WARNING: &str = "above Envoy's default per_connection_buffer_limit_bytes";
+
 /// Envoy's default per_connection_buffer_limit_bytes.
 pub const ENVOY_DEFAULT_BUFFER_LIMIT: usize = 1_048_576;
 

@@ -297,9 +297,10 @@ pub(super) fn check_dedupe(
                     ),
                 }
             }
-            let kinds = ["header", "json", "form", "first", "concat"];
             let key = match field(o, "preset") {
-                Some(Value::String(_)) if o.keys().any(|k| kinds.contains(&k.as_str())) => {
+                Some(Value::String(_))
+                    if o.keys().any(|k| super::keys::KINDS.contains(&k.as_str())) =>
+                {
                     Err(Issue::new("bad_dedupe", "takes a preset or a key, not both").into())
                 }
                 Some(Value::String(p)) => {

@@ -110,3 +110,18 @@ def test_stamp_explain_and_batch_read_every_form_check_reads(tmp_path):
     assert '"x-hookstamp-dedupe-key","2"' in run(["stamp", str(two), *args, "--config", "WasmPlugin two"]).stdout
     r = run(["stamp", str(two), *args, "--config", "three"])
     assert r.returncode == 2 and 'names none of the configurations' in r.stderr
+
+
+def test_the_buffer_limit_warning_reads_the_listener_the_file_shows(tmp_path):
+    """A bootstrap whose listener holds max_json_bytes is not warned of;
+    one whose listener is smaller is, and --strict fails it."""
+    r = run(["check", "--strict", "--env", "names", "envoy/examples/verified.yaml"])
+    assert r.returncode == 0 and "per_connection_buffer_limit_bytes" not in r.stderr, r.stderr
+    text = (ROOT / "envoy/examples/verified.yaml").read_text()
+    assert text.count("per_connection_buffer_limit_bytes: 52494336") >= 1
+    small = tmp_path / "small.yaml"
+    small.write_text(text.replace("per_connection_buffer_limit_bytes: 52494336", "per_connection_buffer_limit_bytes: 1048576"))
+    r = run(["check", "--strict", "--env", "names", str(small)])
+    assert r.returncode == 1 and "above Envoy's default per_connection_buffer_limit_bytes" in r.stderr, r.stderr
+    # Options before the file, as after it.
+    assert run(["check", "--env", "names", "--strict", "envoy/examples/verified.yaml"]).returncode == 0
