@@ -797,6 +797,9 @@ def test_every_answer_of_the_filter_has_its_own_details_in_the_access_log():
     shipped = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
     hcm0 = shipped["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     fmt = hcm0["access_log"][0]["typed_config"]["log_format"]
+    # The Istio gateway's access log is the same, logger and format.
+    istio = yaml.safe_load((ROOT / "envoy" / "istio" / "accesslog.yaml").read_text())
+    assert istio["spec"]["configPatches"][0]["patch"]["value"]["typed_config"]["access_log"] == hcm0["access_log"]
     cfg = {"max_hold_ms": 1000, "sources": [
         {"id": "gh", "dedupe": "github", "verify": {"scheme": "github", "secrets": [{"env": "GH_DETAILS"}]}},
         {"id": "b", "dedupe": {"json": "id"}},
