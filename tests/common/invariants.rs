@@ -23,7 +23,8 @@ pub fn decode(v: &str) -> Vec<u8> {
 }
 
 /// Resolves a request twice and checks: the same stamps both times; one
-/// lane triple per ordered sink; every value header-safe; keys within their
+/// lane id and group per ordered sink (its key where it has one, never
+/// empty); every value header-safe; keys within their
 /// length rules (or hashed). Returns the outcome.
 pub fn check<'a>(
     cfg: &'a Config,
@@ -46,7 +47,13 @@ pub fn check<'a>(
         .iter()
         .filter(|(n, _)| n.starts_with("x-hookstamp-lane-"))
         .count();
-    assert_eq!(lane_headers, 3 * lanes, "one triple per ordered sink");
+    let keyed = stamped
+        .headers
+        .iter()
+        .filter(|(n, _)| n.starts_with("x-hookstamp-lane-") && n.ends_with("-key"))
+        .count();
+    // A lane id and a group per ordered sink, and a key where it has one.
+    assert_eq!(lane_headers, 2 * lanes + keyed, "one pair per ordered sink");
     // With affinity on, never absent: a missing hash header makes Envoy
     // pick a random host.
     if cfg.sources[*source].affinity.is_some() {
@@ -68,7 +75,9 @@ pub fn check<'a>(
                 .find(|(h, _)| *h == n)
                 .map(|(_, v)| v.to_string())
         };
-        let (key, group) = (stamp(key_name).unwrap(), stamp(group_name).unwrap());
+        let (key, group) = (stamp(key_name), stamp(group_name).unwrap());
+        assert_ne!(key.as_deref(), Some(""), "{key_name} is never empty");
+        let key = key.unwrap_or_default();
         if let Some(max) = lane.group_max {
             assert!(
                 group.len() <= max,

@@ -241,7 +241,7 @@ def expect(source, how):
         return {"action": "forward", "stamps": {"x-hookstamp-verified": "false", "x-hookstamp-dedupe-key": None,
                                                 "x-hookstamp-idempotency-key": None,
                                                 # An unverified hook takes the keyless lane.
-                                                "x-hookstamp-lane-0-key": ""}}
+                                                "x-hookstamp-lane-0-key": None}}
     return {"action": "reject", "status": 413 if how == "over_limit" else 401}
 
 
