@@ -35,3 +35,7 @@ pub mod wire;
 
 #[cfg(target_arch = "wasm32")]
 mod filter;
+
+// The Envoy dynamic module (target/libhookstamp.so): `make dynamic-module`.
+#[cfg(all(feature = "dynamic-module", not(target_arch = "wasm32")))]
+mod dynmod;

@@ -1,4 +1,5 @@
-"""Starts a real Envoy with the built hookstamp.wasm, and talks to it."""
+"""Starts a real Envoy with the built hookstamp.wasm (or the dynamic module,
+libhookstamp.so), and talks to it."""
 
 import json
 import os
@@ -15,6 +16,10 @@ from pathlib import Path
 from cases import ROOT
 
 WASM = Path(os.environ.get("HOOKSTAMP_WASM", ROOT / "target" / "hookstamp.wasm"))
+# The Envoy dynamic module (make dynamic-module): the same filter, native.
+SO = Path(os.environ.get("HOOKSTAMP_SO", ROOT / "target" / "libhookstamp.so"))
+# Which build a bootstrap loads unless told: "wasm" or "dynmod".
+BUILD = os.environ.get("HOOKSTAMP_BUILD", "wasm")
 
 # What the bootstrap's stats_tags extract: `.source=<id>;` and `.sink=<n>;`
 # inside a metric name become Prometheus labels.
@@ -94,16 +99,43 @@ def wasm_filter(plugin_config, wasm=None, env=None, host_env=(), struct=False):
     }
 
 
+def dynmod_filter(plugin_config, struct=False):
+    """The same filter as an Envoy dynamic module: libhookstamp.so, found in
+    $ENVOY_DYNAMIC_MODULES_SEARCH_PATH (which `Envoy` sets to SO's folder);
+    its configuration JSON text in a StringValue, or (struct) a Struct,
+    which reaches the module as JSON text. Secrets come from Envoy's own
+    environment."""
+    return {
+        "name": "envoy.filters.http.dynamic_modules",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
+            "dynamic_module_config": {"name": SO.stem.removeprefix("lib")},
+            "filter_name": "hookstamp",
+            "filter_config": ({"@type": "type.googleapis.com/google.protobuf.Struct", "value": plugin_config}
+                              if struct else
+                              {"@type": "type.googleapis.com/google.protobuf.StringValue",
+                               "value": json.dumps(plugin_config)}),
+        },
+    }
+
+
+def hookstamp_filter(plugin_config, wasm=None, env=None, build=None):
+    """The filter of `build` ("wasm", "dynmod"; default BUILD)."""
+    if (build or BUILD) == "dynmod":
+        return dynmod_filter(plugin_config)
+    return wasm_filter(plugin_config, wasm, env)
+
+
 ROUTE_UPSTREAM = {"cluster": "upstream", "timeout": "30s"}
 
 
-def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None, env=None):
+def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None, env=None, build=None):
     """A listener with the filter (none when plugin_config is None) before
     the router; `direct` answers 200 from Envoy instead of the upstream.
     A buffer_limit of None leaves Envoy's default (1 MiB). No path
     normalisation and trailers forwarded: what is tested is the filter's
     own defence."""
-    filters = [] if plugin_config is None else [wasm_filter(plugin_config, wasm, env)]
+    filters = [] if plugin_config is None else [hookstamp_filter(plugin_config, wasm, env, build)]
     if direct:
         # Answer only once the whole request is in: a direct_response sent
         # before the body ends would close the connection on HTTP/1.1.
@@ -140,20 +172,22 @@ def listener(name, port, plugin_config, buffer_limit, direct=False, wasm=None, e
     }
 
 
-def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None, env=None):
+def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None, env=None, build=None):
     """One listener per plugin config: {name: (port, config or None)}, or
     (port, config, buffer limit) for a listener of its own buffer limit
     (None: Envoy's default), or (port, config, buffer limit, module) for a
     listener that loads another module; `wasm` replaces the built
     hookstamp.wasm everywhere else; `env` ({name: value}) is every VM's
-    environment, where secrets are read."""
+    environment, where secrets are read. `build` ("wasm", "dynmod";
+    default BUILD) is the filter every listener loads; a dynamic module
+    reads its secrets from Envoy's environment (`Envoy(env=...)`)."""
     biggest = max([v[1].get("max_json_bytes", 1048576) for v in configs.values() if isinstance(v[1], dict)] + [1048576])
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
         "stats_config": {"stats_tags": STATS_TAGS},
         "static_resources": {
             "listeners": [listener(n, v[0], v[1], v[2] if len(v) > 2 else 2 * biggest + 65536, direct,
-                                   v[3] if len(v) > 3 else wasm, env)
+                                   v[3] if len(v) > 3 else wasm, env, build)
                           for n, v in configs.items()],
             "clusters": [{
                 "name": "upstream", "type": "STATIC", "connect_timeout": "1s",
@@ -173,19 +207,23 @@ def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None, env=N
 class Envoy:
     """A running Envoy; `proc.returncode` is set if it exited."""
 
-    def __init__(self, boot, ready_port=None, timeout=30, prefix=(), concurrency=1):
-        """`prefix` runs Envoy under a tool (valgrind, say)."""
+    def __init__(self, boot, ready_port=None, timeout=30, prefix=(), concurrency=1, env=None, exe=None):
+        """`prefix` runs Envoy under a tool (valgrind, say); `env` ({name:
+        value}) is added to Envoy's environment (a dynamic module's
+        secrets); `exe` is another Envoy binary (an older release)."""
         self.dir = tempfile.mkdtemp(prefix="hookstamp-envoy-")
         self.cfg = Path(self.dir) / "envoy.json"
         self.cfg.write_text(json.dumps(boot, indent=1))
         self.log = Path(self.dir) / "envoy.log"
         self.admin = boot["admin"]["address"]["socket_address"]["port_value"]
-        exe = [*prefix, envoy_exe()] if prefix else [envoy_bin()]
+        exe = [exe] if exe else [*prefix, envoy_exe()] if prefix else [envoy_bin()]
+        # Where `dynamic_module_config: {name: hookstamp}` finds the module.
+        penv = dict(os.environ, ENVOY_DYNAMIC_MODULES_SEARCH_PATH=str(SO.parent), **(env or {}))
         self.proc = subprocess.Popen(
             [*exe, "-c", str(self.cfg), "--concurrency", str(concurrency),
              "--base-id", str(random.randint(1000, 60000)), "-l", "info",
              "--log-path", str(self.log)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=penv)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -224,9 +262,9 @@ class Envoy:
                 self.proc.wait()
 
 
-def wait_exit(boot, timeout=30):
+def wait_exit(boot, timeout=30, **kw):
     """Starts Envoy on a config it should refuse; returns (code, log)."""
-    e = Envoy(boot, timeout=timeout)
+    e = Envoy(boot, timeout=timeout, **kw)
     code = e.proc.wait(timeout)
     return code, e.log_text()
 
