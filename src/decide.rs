@@ -172,6 +172,14 @@ where
         },
         _ => None,
     };
+    if let Some(r) = post_handshake(&target, body, verified) {
+        return Decision {
+            route,
+            body: Some(body),
+            signature,
+            outcome: Outcome::Reply(r),
+        };
+    }
     // The filter holds the whole body of a source that reads it: its hash
     // is a key (`sha256`) and the seal's.
     let held = match body {
@@ -190,6 +198,20 @@ where
         body: Some(body),
         signature,
         outcome,
+    }
+}
+
+/// A POST handshake's answer (Slack's, Discord's, Zoom's), where the body
+/// is one and its signature verified; `None`: an ordinary hook.
+pub fn post_handshake(
+    target: &Target<'_>,
+    body: Body<'_>,
+    verified: Option<bool>,
+) -> Option<Reply> {
+    let h = target.source.handshake.as_ref().filter(|h| !h.on_get())?;
+    match (body, verified) {
+        (Body::Bytes(b), Some(true)) => h.answer_post(b, target.first_secret()),
+        _ => None,
     }
 }
 
@@ -217,7 +239,7 @@ fn reason_of(r: &Result<(), Failure>) -> Result<(), Reason> {
 }
 
 /// What becomes of a verified source's request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// Stamped, with `x-hookstamp-verified: <bool>`.
     Stamp(bool),

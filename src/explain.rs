@@ -52,6 +52,14 @@ where
             ));
             return out;
         }
+        Route::Handshake(Target { source, tenant, .. }, r) => {
+            let name = source.handshake.as_ref().map_or("", |h| h.name());
+            out.push(format!(
+                "route: {method} {path}: source '{}', tenant '{tenant}': the {name} handshake, answered {} {} ({})",
+                source.id, r.status, r.body, r.details
+            ));
+            return out;
+        }
         Route::Source(Target { source, tenant, .. }) => (*source, *tenant),
     };
     out.push(format!(
@@ -60,6 +68,20 @@ where
     ));
     out.push(body_line(cfg, src, body, &decision));
     if let Outcome::Reply(r) = &decision.outcome {
+        if r.details.starts_with("hookstamp.handshake") {
+            let name = src.handshake.as_ref().map_or("", |h| h.name());
+            if decision.signature.is_some() {
+                out.push(format!(
+                    "signature: {}",
+                    signature_words(src, decision.signature.as_ref())
+                ));
+            }
+            out.push(format!(
+                "handshake: the {name} handshake, answered {} {} ({}); nothing reaches the queue",
+                r.status, r.body, r.details
+            ));
+            return out;
+        }
         out.push(format!(
             "signature: {}: refused, answered {} {} ({})",
             signature_words(src, decision.signature.as_ref()),

@@ -177,7 +177,7 @@ impl Host for Proxy {
     }
 
     fn send_reply(&mut self, reply: &Reply) -> HostResult<()> {
-        let mut headers: Vec<(&str, &[u8])> = vec![("content-type", b"application/json")];
+        let mut headers: Vec<(&str, &[u8])> = vec![("content-type", reply.content_type.as_bytes())];
         headers.extend(reply.headers.iter().map(|(n, v)| (*n, v.as_bytes())));
         let headers = pairs::serialise(&headers);
         let details = reply.details;

@@ -14,6 +14,7 @@ pub mod dispatch;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod explain;
 pub mod form;
+pub mod handshake;
 pub mod host;
 pub mod ids;
 pub mod json;

@@ -33,7 +33,9 @@ const STAMP_HELP: &str = "stamp  FILE is any file check reads; where it holds se
        the configuration's place, e.g. a manifest's name) chooses one.
        Prints the filter's answer for one request as JSON:
        {\"action\":\"forward\",\"headers\":[[name,value],...]}, {\"action\":\"reject\",\"status\":404}
-       (any status the filter answers) or {\"action\":\"pass\"}; exits 2 on a bad config.
+       (any error status the filter answers), {\"action\":\"answer\",\"status\":200,\"body\":B}
+       (a handshake answered or an event dropped by the filter) or
+       {\"action\":\"pass\"}; exits 2 on a bad config.
        Signatures are checked (and seals made) at --now (default: the clock),
        with secrets from the environment, as in the filter.";
 

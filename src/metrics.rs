@@ -41,6 +41,8 @@ pub struct SourceMetrics {
     pub verified: Id,
     /// ... and those that did not, by reason.
     pub verify_failed: Vec<(Reason, Id)>,
+    /// Sources with a handshake: those the filter answered.
+    pub handshakes: Id,
 }
 
 impl SourceMetrics {
@@ -89,7 +91,11 @@ impl Metrics {
                 lane_key_missing: Vec::new(),
                 verified: None,
                 verify_failed: Vec::new(),
+                handshakes: None,
             };
+            if s.handshake.is_some() {
+                m.handshakes = named(host, "handshakes_total");
+            }
             if s.verify.is_some() {
                 m.verified = named(host, "signatures_verified_total");
                 for r in Reason::ALL {

@@ -1,20 +1,28 @@
 //! The filter's own answers: a request it answers goes no further.
 
-/// A local reply: status, JSON body, the headers beside content-type, and
-/// its response-code details (Envoy's `%RESPONSE_CODE_DETAILS%` in an
-/// access log: `hookstamp.<what>`, one for each answer and reason).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use std::borrow::Cow;
+
+/// A local reply: status, body (JSON, unless `content_type` says
+/// otherwise), the headers beside content-type, and its response-code
+/// details (Envoy's `%RESPONSE_CODE_DETAILS%` in an access log:
+/// `hookstamp.<what>`, one for each answer and reason). A body is made
+/// only for a handshake's answer; every other is a constant.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     pub status: u32,
-    pub body: &'static str,
+    pub body: Cow<'static, str>,
+    pub content_type: &'static str,
     pub headers: &'static [(&'static str, &'static str)],
     pub details: &'static str,
 }
 
+const JSON: &str = "application/json";
+
 /// Under the prefix, naming no configured source (or not canonically).
 pub const UNKNOWN_SOURCE: Reply = Reply {
     status: 404,
-    body: r#"{"error":"unknown_source"}"#,
+    body: Cow::Borrowed(r#"{"error":"unknown_source"}"#),
+    content_type: JSON,
     headers: &[],
     details: "hookstamp.unknown_source",
 };
@@ -22,7 +30,8 @@ pub const UNKNOWN_SOURCE: Reply = Reply {
 /// Under the prefix with a method other than POST, GET or HEAD.
 pub const METHOD_NOT_ALLOWED: Reply = Reply {
     status: 405,
-    body: r#"{"error":"method_not_allowed"}"#,
+    body: Cow::Borrowed(r#"{"error":"method_not_allowed"}"#),
+    content_type: JSON,
     headers: &[("allow", "POST")],
     details: "hookstamp.method_not_allowed",
 };
@@ -30,7 +39,8 @@ pub const METHOD_NOT_ALLOWED: Reply = Reply {
 /// The worker's held-bytes budget is full: the provider retries later.
 pub const BUSY: Reply = Reply {
     status: 503,
-    body: r#"{"error":"busy"}"#,
+    body: Cow::Borrowed(r#"{"error":"busy"}"#),
+    content_type: JSON,
     headers: &[("retry-after", "1")],
     details: "hookstamp.busy",
 };
@@ -38,7 +48,8 @@ pub const BUSY: Reply = Reply {
 /// The body did not arrive within max_hold_ms of the headers.
 pub const BODY_TIMEOUT: Reply = Reply {
     status: 408,
-    body: r#"{"error":"body_timeout"}"#,
+    body: Cow::Borrowed(r#"{"error":"body_timeout"}"#),
+    content_type: JSON,
     headers: &[("connection", "close")],
     details: "hookstamp.body_timeout",
 };
@@ -48,7 +59,8 @@ pub const BODY_TIMEOUT: Reply = Reply {
 /// arrive at once.
 pub const SLOW_BODY: Reply = Reply {
     status: 408,
-    body: r#"{"error":"body_too_slow"}"#,
+    body: Cow::Borrowed(r#"{"error":"body_too_slow"}"#),
+    content_type: JSON,
     headers: &[("connection", "close")],
     details: "hookstamp.body_too_slow",
 };
@@ -57,7 +69,8 @@ pub const SLOW_BODY: Reply = Reply {
 /// forwarded unstamped.
 pub const INTERNAL: Reply = Reply {
     status: 500,
-    body: r#"{"error":"hookstamp_internal"}"#,
+    body: Cow::Borrowed(r#"{"error":"hookstamp_internal"}"#),
+    content_type: JSON,
     headers: &[],
     details: "hookstamp.internal",
 };
@@ -65,7 +78,8 @@ pub const INTERNAL: Reply = Reply {
 /// The signature is missing, malformed, wrong or expired (on_failure reject).
 const INVALID_SIGNATURE: Reply = Reply {
     status: 401,
-    body: r#"{"error":"invalid_signature"}"#,
+    body: Cow::Borrowed(r#"{"error":"invalid_signature"}"#),
+    content_type: JSON,
     headers: &[],
     details: "hookstamp.invalid_signature",
 };
@@ -89,7 +103,38 @@ pub fn invalid_signature(reason: crate::verify::Reason) -> Reply {
 /// The body is over the limit the filter can verify (on_failure reject).
 pub const TOO_LARGE_TO_VERIFY: Reply = Reply {
     status: 413,
-    body: r#"{"error":"body_too_large_to_verify"}"#,
+    body: Cow::Borrowed(r#"{"error":"body_too_large_to_verify"}"#),
+    content_type: JSON,
     headers: &[("connection", "close")],
     details: "hookstamp.body_too_large_to_verify",
+};
+
+/// A handshake answered at the edge (see `handshake`).
+pub fn handshake(body: String, content_type: &'static str) -> Reply {
+    Reply {
+        status: 200,
+        body: Cow::Owned(body),
+        content_type,
+        headers: &[],
+        details: "hookstamp.handshake",
+    }
+}
+
+/// A handshake whose token is wrong (Meta's `hub.verify_token`).
+pub const HANDSHAKE_REFUSED: Reply = Reply {
+    status: 403,
+    body: Cow::Borrowed(r#"{"error":"handshake_refused"}"#),
+    content_type: JSON,
+    headers: &[],
+    details: "hookstamp.handshake_refused",
+};
+
+/// A dropped event (see `events`): answered 200 so the provider does not
+/// retry it, and never forwarded.
+pub const DROPPED: Reply = Reply {
+    status: 200,
+    body: Cow::Borrowed(r#"{"dropped":true}"#),
+    content_type: JSON,
+    headers: &[],
+    details: "hookstamp.event_dropped",
 };

@@ -25,6 +25,9 @@ pub enum Route<'a> {
     MethodNotAllowed,
     /// A webhook of a configured source.
     Source(Target<'a>),
+    /// A GET handshake of a source's (Meta's, the CRC): answered by the
+    /// filter with this reply.
+    Handshake(Target<'a>, Reply),
 }
 
 /// A routed webhook: its source (looked up once, here) and tenant.
@@ -35,6 +38,15 @@ pub struct Target<'a> {
     pub source: &'a Source,
     /// Borrowed from the config or the path.
     pub tenant: &'a str,
+}
+
+impl Target<'_> {
+    /// The first secret the source has for the tenant (the one a handshake
+    /// signs its answer with).
+    pub fn first_secret(&self) -> Option<&crate::verify::Secret> {
+        let v = self.source.verify.as_ref()?;
+        v.secrets_for(self.tenant)?.first()
+    }
 }
 
 impl PartialEq for Target<'_> {
@@ -49,6 +61,7 @@ impl Route<'_> {
         match self {
             Route::UnknownSource => Some(reply::UNKNOWN_SOURCE),
             Route::MethodNotAllowed => Some(reply::METHOD_NOT_ALLOWED),
+            Route::Handshake(_, r) => Some(r.clone()),
             Route::Pass | Route::Source(_) => None,
         }
     }
@@ -61,8 +74,27 @@ pub fn route<'a>(cfg: &'a Config, method: &str, path: &'a str) -> Route<'a> {
     }
     match method {
         "POST" => canonical(cfg, path),
-        "GET" | "HEAD" => Route::Pass,
+        "GET" => handshake(cfg, path),
+        "HEAD" => Route::Pass,
         _ => Route::MethodNotAllowed,
+    }
+}
+
+/// A GET to a source with a GET handshake, answered where its query is
+/// the handshake's; any other GET passes (an endpoint check).
+fn handshake<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
+    let Route::Source(t) = canonical(cfg, path) else {
+        return Route::Pass;
+    };
+    let Some(h) = t.source.handshake.as_ref().filter(|h| h.on_get()) else {
+        return Route::Pass;
+    };
+    let query = path
+        .split_once('?')
+        .map_or("", |(_, q)| q.split('#').next().unwrap_or(""));
+    match h.answer_get(query, t.first_secret()) {
+        Some(r) => Route::Handshake(t, r),
+        None => Route::Pass,
     }
 }
 

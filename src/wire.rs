@@ -6,10 +6,15 @@ use crate::decide::Outcome;
 use serde_json::{json, Value};
 
 /// `{"action":"forward","headers":[[n,v],..]}`, `{"action":"reject",
-/// "status":404}` (any status the filter answers) or `{"action":"pass"}`.
+/// "status":404}` (any error status the filter answers),
+/// `{"action":"answer","status":200,"body":B}` (a handshake answered, an
+/// event dropped: nothing reaches the queue) or `{"action":"pass"}`.
 pub fn outcome(o: &Outcome) -> Value {
     match o {
         Outcome::Pass => json!({"action": "pass"}),
+        Outcome::Reply(r) if r.status < 400 => {
+            json!({"action": "answer", "status": r.status, "body": r.body})
+        }
         Outcome::Reply(r) => json!({"action": "reject", "status": r.status}),
         Outcome::Forward { stamped, .. } => {
             let headers: Vec<[&str; 2]> = stamped

@@ -5,6 +5,7 @@ mod affinity;
 pub mod bounds;
 mod diag;
 mod fields;
+mod handshake;
 mod keys;
 mod reads;
 mod sink;
@@ -113,6 +114,8 @@ pub struct Source {
     /// Whether a key is the body's SHA-256 (`{"sha256": "body"}`): computed
     /// as the chunks pass, the body not copied for it.
     pub hashes_body: bool,
+    /// An endpoint handshake the filter answers (see `handshake`).
+    pub handshake: Option<crate::handshake::Handshake>,
     /// On a `tenant_path` route, the only tenants it accepts (from
     /// `tenants`, or the tenants of per-tenant secrets); `None`: any.
     pub tenants: Option<Vec<String>>,
@@ -145,7 +148,9 @@ impl Source {
     /// Whether the body must be copied into the VM: only for keys read in
     /// it (a signature is computed as the chunks pass).
     pub fn keeps_body(&self) -> bool {
-        !self.paths.is_empty() || !self.forms.is_empty()
+        !self.paths.is_empty()
+            || !self.forms.is_empty()
+            || self.handshake.as_ref().is_some_and(|h| !h.on_get())
     }
 
     /// Whether a tenant of the path may use this source.

@@ -58,6 +58,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
             "store_headers",
             "sinks",
             "affinity",
+            "handshake",
             "form_json",
             "routing",
         ],
@@ -170,6 +171,8 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
             );
         }
     }
+    let handshake = field(obj, "handshake")
+        .and_then(|h| super::handshake::check(h, verify.as_ref(), &scope, ctx.env, d));
     let affinity = super::affinity::check(
         field(obj, "affinity"),
         ctx.affinity,
@@ -191,6 +194,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         content_type,
         verify,
         hashes_body: reads.body_hash,
+        handshake,
         tenants,
         affinity,
         routing,

@@ -190,8 +190,9 @@ impl Vm {
             return Ok(match route.answer() {
                 None => HeadersStatus::Continue,
                 Some(r) => {
-                    let counter = match route {
+                    let counter = match &route {
                         Route::MethodNotAllowed => m.method_not_allowed,
+                        Route::Handshake(t, _) => m.source(t.index).and_then(|m| m.handshakes),
                         _ => m.unknown_source,
                     };
                     bump(host, counter, 1);
@@ -684,6 +685,15 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
         }
         _ => None,
     };
+    let target = Target {
+        index: w.source,
+        source: src,
+        tenant: &w.tenant,
+    };
+    if let Some(r) = decide::post_handshake(&target, body, verified) {
+        bump(host, m.and_then(|m| m.handshakes), 1);
+        return send(host, &r);
+    }
     let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
     // The whole body's hash where the filter held all of it: a key
     // (`sha256`) and the seal's.

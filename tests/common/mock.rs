@@ -170,7 +170,7 @@ impl Host for MockHost {
 
     fn send_reply(&mut self, reply: &Reply) -> HostResult<()> {
         self.call(Call::SendReply)?;
-        self.replies.push((self.context, *reply));
+        self.replies.push((self.context, reply.clone()));
         Ok(())
     }
 

@@ -1,0 +1,147 @@
+//! A source's `handshake`: `"slack"`, `"discord"`, `"zoom"`,
+//! `{"scheme": "meta", "verify_token": {"env": NAME}}` or
+//! `{"scheme": "crc", "query": "crc_token"}`.
+
+use super::diag::{Diags, Scope};
+use super::fields::{did_you_mean, field, unknown_fields, Env};
+use crate::handshake::Handshake;
+use crate::verify::Verify;
+use serde_json::Value;
+
+const NAMES: &[&str] = &["slack", "discord", "zoom", "meta", "crc"];
+
+/// Checks a source's handshake against its verification: a POST handshake
+/// is answered only once its signature verified, so it needs `verify`;
+/// Zoom's and the CRC's answers are signed with the source's first secret.
+pub(super) fn check(
+    v: &Value,
+    verify: Option<&Verify>,
+    scope: &Scope,
+    env: Env,
+    d: &mut Diags,
+) -> Option<Handshake> {
+    let h = match v {
+        Value::String(s) => match s.as_str() {
+            "slack" => Handshake::Slack,
+            "discord" => Handshake::Discord,
+            "zoom" => Handshake::Zoom,
+            "meta" | "crc" => {
+                d.push(
+                    scope,
+                    "bad_handshake",
+                    format!(
+                        "handshake {s:?} takes an object: {}",
+                        if s == "meta" {
+                            r#"{"scheme": "meta", "verify_token": {"env": NAME}}"#
+                        } else {
+                            r#"{"scheme": "crc", "query": "crc_token"}"#
+                        }
+                    ),
+                );
+                return None;
+            }
+            other => {
+                d.push(
+                    scope,
+                    "bad_handshake",
+                    format!(
+                        "unknown handshake {other:?}{} (known: {})",
+                        did_you_mean(other, NAMES),
+                        NAMES.join(", ")
+                    ),
+                );
+                return None;
+            }
+        },
+        Value::Object(o) => match field(o, "scheme").and_then(Value::as_str) {
+            Some("meta") => {
+                unknown_fields(o, &["scheme", "verify_token"], scope, d);
+                let Some(t) = field(o, "verify_token") else {
+                    d.push(
+                        scope,
+                        "bad_handshake",
+                        "a meta handshake needs verify_token: {\"env\": NAME}",
+                    );
+                    return None;
+                };
+                let mut tokens = super::verify::secret_list(
+                    std::slice::from_ref(t),
+                    "handshake verify_token",
+                    false,
+                    scope,
+                    env,
+                    d,
+                );
+                if tokens.is_empty() {
+                    return None;
+                }
+                Handshake::Meta {
+                    token: tokens.remove(0),
+                }
+            }
+            Some("crc") => {
+                unknown_fields(o, &["scheme", "query"], scope, d);
+                let query = match field(o, "query") {
+                    None => "crc_token".to_owned(),
+                    Some(Value::String(q))
+                        if !q.is_empty()
+                            && q.len() <= 64
+                            && q.bytes()
+                                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) =>
+                    {
+                        q.clone()
+                    }
+                    Some(other) => {
+                        d.push(
+                            scope,
+                            "bad_handshake",
+                            format!("handshake query must be a query parameter's name ([A-Za-z0-9._-]{{1,64}}), got {other}"),
+                        );
+                        return None;
+                    }
+                };
+                Handshake::Crc { query }
+            }
+            _ => {
+                d.push(
+                    scope,
+                    "bad_handshake",
+                    "a handshake object needs \"scheme\": \"meta\" or \"crc\"",
+                );
+                return None;
+            }
+        },
+        _ => {
+            d.push(
+                scope,
+                "bad_handshake",
+                format!(
+                    "handshake must be one of {} (meta and crc as objects)",
+                    NAMES.join(", ")
+                ),
+            );
+            return None;
+        }
+    };
+    if !h.on_get() && verify.is_none() {
+        d.push(
+            scope,
+            "handshake_needs_verify",
+            format!(
+                "the {} handshake is answered only once its signature verified: give the source a verify",
+                h.name()
+            ),
+        );
+    }
+    if h.signs() && verify.is_none() {
+        d.push(
+            scope,
+            "handshake_needs_secret",
+            format!(
+                "the {} handshake signs its answer with the source's first secret: give the source a verify with secrets",
+                h.name()
+            ),
+        );
+    }
+    Some(h)
+}
