@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 PYTEST := python3 -m pytest
 
-.PHONY: all help setup setup-run build wasm image lint fmt check test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short soak-attack soak-attack-short clean
+.PHONY: all help setup setup-run build wasm dynamic-module image lint fmt check test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short soak-attack soak-attack-short clean
 
 all: build wasm
 
@@ -34,22 +34,28 @@ build:                 ## the native harness: target/release/hookstamp
 wasm: setup-run        ## the filter: target/hookstamp.wasm
 	scripts/build-wasm.sh
 
+dynamic-module:        ## the filter as an Envoy dynamic module (1.38-1.40): target/libhookstamp.so
+	cargo build --profile dynmod --lib --features dynamic-module
+	cp target/dynmod/libhookstamp.so target/libhookstamp.so
+	@echo "built target/libhookstamp.so ($$(stat -c %s target/libhookstamp.so) bytes)"
+
 fmt:                   ## rustfmt over every crate
 	cargo fmt
 	cd fuzz && cargo fmt
 	cd benches/noop-filter && cargo fmt
 
-lint: setup            ## rustfmt, and clippy with warnings denied (native and wasm glue)
+lint: setup            ## rustfmt, and clippy with warnings denied (native, dynamic module and wasm glue)
 	cargo fmt --check
 	cd fuzz && cargo fmt --check
 	cd benches/noop-filter && cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
+	cargo clippy --lib --features dynamic-module -- -D warnings
 	scripts/build-wasm.sh clippy
 
 test-native:           ## the core, the case table and the config error table
 	cargo test
 
-test-e2e: setup wasm   ## the same case table through a real Envoy with the built .wasm, and the attacks
+test-e2e: setup wasm dynamic-module   ## the same case table through a real Envoy with the built .wasm and .so, and the attacks
 	scripts/build-wasm.sh crash
 	cargo build
 	cargo build --release --bin hookstamp   # the binary the docs' examples run (tests/e2e/test_docs.py)
