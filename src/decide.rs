@@ -37,6 +37,9 @@ impl<'b> Body<'b> {
     }
 }
 
+/// An event type longer than this is stamped as its hash (as a lane key).
+pub const MAX_EVENT_TYPE: usize = 128;
+
 /// The stamps for one request, and what the metrics need to know. Names
 /// and values borrow from the config and the request where they can: a
 /// stamp is copied only when it is built (the idempotency key, a lane id)
@@ -61,6 +64,11 @@ pub struct Stamped<'a> {
     /// The sinks whose group was longer than their broker takes and is
     /// stamped as its hash (`lanes::group`).
     pub lane_groups_hashed: Vec<u16>,
+    /// The source has an event type but the request had none: why.
+    pub event_type_missing: Option<Missing>,
+    /// The source's `events` rule drops the event: answered 200 by the
+    /// filter, never forwarded.
+    pub dropped: bool,
 }
 
 impl Stamped<'_> {
@@ -73,6 +81,9 @@ impl Stamped<'_> {
         let mut out: Vec<String> = Vec::new();
         if let Some(r) = unverified {
             out.push(format!("signature={}", r.as_str()));
+        }
+        if let Some(m) = self.event_type_missing {
+            out.push(format!("event-type={}", m.as_str()));
         }
         if let Some(m) = self.dedupe_key_missing {
             out.push(format!("dedupe={}", m.as_str()));
@@ -189,9 +200,13 @@ where
     let keys = header_keys(src, headers);
     let mut stamped = stamp(src, tenant, &keys, body, held, verified);
     add_seal(cfg, now_s, method, path, &mut stamped, held.as_ref());
-    let outcome = Outcome::Forward {
-        source: index,
-        stamped,
+    let outcome = if stamped.dropped {
+        Outcome::Reply(reply::DROPPED)
+    } else {
+        Outcome::Forward {
+            source: index,
+            stamped,
+        }
     };
     Decision {
         route,
@@ -298,6 +313,18 @@ pub fn stamp<'a>(
             stamps::VERIFIED,
             Cow::Borrowed(if v { "true" } else { "false" }),
         ));
+    }
+    // What the event is; a forged one's (flag mode) is not trusted.
+    if let Some(et) = &src.event_type {
+        match lookup(et).filter(|_| verified != Some(false)) {
+            Some(raw) => {
+                let t = key::cap(raw, MAX_EVENT_TYPE);
+                out.dropped = src.events.as_ref().is_some_and(|e| e.drops(&t));
+                h.push((stamps::EVENT_TYPE, stamps::encode_key(&t)));
+            }
+            None if verified == Some(false) => out.event_type_missing = Some(Missing::Unverified),
+            None => out.event_type_missing = Some(key::why(et, &values)),
+        }
     }
     // The stamped dedupe key, which a dedupe affinity hashes.
     let mut dedupe_key: Option<Cow<'a, [u8]>> = None;

@@ -68,6 +68,29 @@ where
     ));
     out.push(body_line(cfg, src, body, &decision));
     if let Outcome::Reply(r) = &decision.outcome {
+        if r.details == crate::reply::DROPPED.details {
+            let header_keys = decide::header_keys(src, headers);
+            let hash = src.needs_body().then(|| crate::seal::body_hash(body));
+            let offered =
+                decide::offered(src, &header_keys, Body::of(body, cfg.max_json_bytes), hash);
+            let t = src
+                .event_type
+                .as_ref()
+                .and_then(|k| crate::key::eval(k, &offered.values()))
+                .map(|t| String::from_utf8_lossy(&t).into_owned())
+                .unwrap_or_default();
+            if decision.signature.is_some() {
+                out.push(format!(
+                    "signature: {}",
+                    signature_words(src, decision.signature.as_ref())
+                ));
+            }
+            out.push(format!(
+                "events: {t:?} is dropped by the source's events rule: answered {} {} ({}); nothing reaches the queue",
+                r.status, r.body, r.details
+            ));
+            return out;
+        }
         if r.details.starts_with("hookstamp.handshake") {
             let name = src.handshake.as_ref().map_or("", |h| h.name());
             if decision.signature.is_some() {
@@ -122,6 +145,24 @@ where
     let detail = |k: &KeySource, why: Missing| {
         missing_detail(src, k, why, json.as_ref(), offered.state, &values)
     };
+    if let Some(et) = &src.event_type {
+        out.push(
+            match (stamp(stamps::EVENT_TYPE), stamped.event_type_missing) {
+                (Some(v), _) => format!(
+                    "event type: {} → {}",
+                    describe(src, et),
+                    became(&v, false, 0)
+                ),
+                (None, Some(why)) => format!(
+                    "event type: {} → none ({}): {}; kept",
+                    describe(src, et),
+                    why.as_str(),
+                    detail(et, why)
+                ),
+                (None, None) => format!("event type: {} → none", describe(src, et)),
+            },
+        );
+    }
     match &src.dedupe {
         None => out
             .push("dedupe: none configured (a provider's retry looks like a new event)".to_owned()),

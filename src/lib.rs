@@ -11,6 +11,7 @@ pub mod config;
 pub mod decide;
 pub mod dedupe;
 pub mod dispatch;
+pub mod events;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod explain;
 pub mod form;

@@ -43,6 +43,10 @@ pub struct SourceMetrics {
     pub verify_failed: Vec<(Reason, Id)>,
     /// Sources with a handshake: those the filter answered.
     pub handshakes: Id,
+    /// Sources with an `events` rule: events it dropped.
+    pub events_dropped: Id,
+    /// Sources with an event type: events without one, by reason.
+    pub event_type_missing: Vec<(Missing, Id)>,
 }
 
 impl SourceMetrics {
@@ -92,7 +96,21 @@ impl Metrics {
                 verified: None,
                 verify_failed: Vec::new(),
                 handshakes: None,
+                events_dropped: None,
+                event_type_missing: Vec::new(),
             };
+            if s.events.is_some() {
+                m.events_dropped = named(host, "events_dropped_total");
+            }
+            if s.event_type.is_some() {
+                for r in Missing::ALL {
+                    let name = format!(
+                        "hookstamp_event_type_missing_total{tag}.reason={};",
+                        r.as_str()
+                    );
+                    m.event_type_missing.push((r, counter(host, &name)));
+                }
+            }
             if s.handshake.is_some() {
                 m.handshakes = named(host, "handshakes_total");
             }
@@ -166,6 +184,10 @@ impl Metrics {
         bump(host, m.spoofed, spoofed);
         if let Some(why) = s.dedupe_key_missing {
             let id = m.dedupe_key_missing.iter().find(|(r, _)| *r == why);
+            bump(host, id.and_then(|(_, id)| *id), 1);
+        }
+        if let Some(why) = s.event_type_missing {
+            let id = m.event_type_missing.iter().find(|(r, _)| *r == why);
             bump(host, id.and_then(|(_, id)| *id), 1);
         }
         bump(host, m.body_over_limit, usize::from(s.body_over_limit));

@@ -9,6 +9,9 @@ pub const SOURCE: &str = "x-hookstamp-source";
 pub const TENANT: &str = "x-hookstamp-tenant";
 /// On sources with `verify` only: `true`, or `false` (flag mode).
 pub const VERIFIED: &str = "x-hookstamp-verified";
+/// Sources with an event type (their own, or their preset's): what the
+/// event is, after the tenant and verified stamps.
+pub const EVENT_TYPE: &str = "x-hookstamp-event-type";
 pub const DEDUPE_KEY: &str = "x-hookstamp-dedupe-key";
 pub const DEDUPE_TTL_MS: &str = "x-hookstamp-dedupe-ttl-ms";
 pub const IDEMPOTENCY_KEY: &str = "x-hookstamp-idempotency-key";

@@ -5,6 +5,7 @@ mod affinity;
 pub mod bounds;
 mod diag;
 mod fields;
+mod events;
 mod handshake;
 mod keys;
 mod reads;
@@ -114,6 +115,10 @@ pub struct Source {
     /// Whether a key is the body's SHA-256 (`{"sha256": "body"}`): computed
     /// as the chunks pass, the body not copied for it.
     pub hashes_body: bool,
+    /// What the source's events are (stamped `x-hookstamp-event-type`), and
+    /// the rule that drops some (see `events`).
+    pub event_type: Option<crate::key::KeySource>,
+    pub events: Option<crate::events::Events>,
     /// An endpoint handshake the filter answers (see `handshake`).
     pub handshake: Option<crate::handshake::Handshake>,
     /// On a `tenant_path` route, the only tenants it accepts (from

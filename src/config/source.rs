@@ -59,6 +59,8 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
             "sinks",
             "affinity",
             "handshake",
+            "event_type",
+            "events",
             "form_json",
             "routing",
         ],
@@ -140,6 +142,25 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
             );
         }
     }
+    // The event type: the source's own, or its preset's (the dedupe
+    // preset's, else the scheme's).
+    let preset = match field(obj, "dedupe") {
+        Some(Value::String(p)) => Some(p.as_str()),
+        Some(Value::Object(o)) => field(o, "preset").and_then(Value::as_str),
+        _ => None,
+    }
+    .or_else(|| {
+        field(obj, "verify")
+            .and_then(|v| v.get("scheme"))
+            .and_then(Value::as_str)
+    });
+    let holds_body = verify.is_some()
+        || !reads.paths.is_empty()
+        || !reads.forms.is_empty()
+        || reads.body_hash;
+    let event_type = super::events::event_type(obj, preset, holds_body, &mut reads, &scope, d);
+    let events = field(obj, "events")
+        .and_then(|v| super::events::events(v, event_type.is_some(), &scope, d));
     let form_json = match field(obj, "form_json") {
         None => None,
         Some(Value::String(f)) if !f.is_empty() => Some(f.clone()),
@@ -194,6 +215,8 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         content_type,
         verify,
         hashes_body: reads.body_hash,
+        event_type,
+        events,
         handshake,
         tenants,
         affinity,

@@ -713,6 +713,10 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
             held.as_ref(),
         );
     }
+    if stamped.dropped {
+        bump(host, m.and_then(|m| m.events_dropped), 1);
+        return send(host, &reply::DROPPED);
+    }
     for (name, value) in &stamped.headers {
         if let Err(e) = host.add_request_header(name, value) {
             return answer_internal(host, Some(plugin), &e.to_string());
