@@ -284,3 +284,120 @@ def test_smoke_in_each_supported_envoy(line):
     code, log = proxy.wait_exit(proxy.bootstrap({"bad": (proxy.free_port(), bad)}, up.server_address[1],
                                                 proxy.free_port(), build="dynmod"), exe=exe)
     assert code != 0 and "unknown preset \"strpe\"" in log
+
+
+def shipped(path):
+    import yaml
+    return yaml.safe_load((ROOT / path).read_text())
+
+
+def test_the_dynamic_module_bootstrap_is_the_shipped_one_with_the_so(dyn):
+    """envoy/dynamic-module/envoy.yaml is envoy/envoy.yaml with the native
+    filter in place of the .wasm (the same configuration, everything else
+    identical); run as shipped (ports moved), it stamps a body source and a
+    header source and writes the shipped access log's line."""
+    native, wasm = shipped("envoy/dynamic-module/envoy.yaml"), shipped("envoy/envoy.yaml")
+    hcm = native["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    whcm = wasm["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    module, vm = hcm["http_filters"][0], whcm["http_filters"][0]
+    assert module["typed_config"]["filter_config"]["value"] == vm["typed_config"]["config"]["configuration"]["value"]
+    hcm["http_filters"][0] = vm
+    assert native == wasm
+    hcm["http_filters"][0] = module
+    port, admin = proxy.free_port(), proxy.free_port()
+    native["admin"]["address"]["socket_address"]["port_value"] = admin
+    lst = native["static_resources"]["listeners"][0]
+    lst["address"]["socket_address"]["port_value"] = port
+    ep = native["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+    ep["endpoint"]["address"]["socket_address"]["port_value"] = dyn["up"].server_address[1]
+    access = Path(tempfile.mkdtemp()) / "access.log"
+    fmt = hcm["access_log"][0]["typed_config"]["log_format"]
+    hcm["access_log"] = [{"name": "envoy.access_loggers.file", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+        "path": str(access), "log_format": fmt}}]
+    e = proxy.Envoy(native)
+    try:
+        assert e.proc.poll() is None, e.log_text()[-3000:]
+        tid = uuid.uuid4().hex
+        body = b'{"id":"evt_ship","data":{"object":{"customer":"cus_ship"}}}'
+        assert proxy.request(port, "POST", "/webhooks/stripe", [("X-Entity-Id", "e-1")], body=body,
+                             test_id=tid)[0] == 200
+        stamps = dict(dyn["up"].records[tid]["stamps"])
+        assert (stamps["x-hookstamp-dedupe-key"], stamps["x-hookstamp-lane-0-key"]) == ("evt_ship", "cus_ship")
+        tid = uuid.uuid4().hex
+        assert proxy.request(port, "POST", "/webhooks/github", [("X-GitHub-Delivery", "d-ship")], body=b"{}",
+                             test_id=tid)[0] == 200
+        assert dict(dyn["up"].records[tid]["stamps"])["x-hookstamp-dedupe-key"] == "d-ship"
+        assert proxy.request(port, "POST", "/webhooks/nope", [], body=b"{}")[0] == 404
+    finally:
+        e.stop()
+    lines = [json.loads(l) for l in access.read_text().splitlines()]
+    assert [(l["source"], l["dedupe_key"]) for l in lines[:2]] == [("stripe", "evt_ship"), ("github", "d-ship")]
+    assert lines[2]["details"] == "hookstamp.unknown_source"
+
+
+def manifest_configs():
+    """The filter configuration of each shipped manifest for the module
+    (the Istio form's the same as envoyfilter.yaml's, its other patches
+    too; the Envoy Gateway policy's module allow-listed)."""
+    eep = shipped("envoy/gateway/dynamic-module.yaml")
+    ef = shipped("envoy/istio/envoyfilter-dynamic-module.yaml")
+    wasm_ef = shipped("envoy/istio/envoyfilter.yaml")
+    http = next(p for p in ef["spec"]["configPatches"] if p["applyTo"] == "HTTP_FILTER")
+    ext = next(p for p in wasm_ef["spec"]["configPatches"] if p["applyTo"] == "EXTENSION_CONFIG")
+    fc = http["patch"]["value"]["typed_config"]["filter_config"]
+    assert fc["value"] == ext["patch"]["value"]["typed_config"]["config"]["configuration"]["value"]
+    # The rest of the Istio form is envoyfilter.yaml's.
+    rest = [p for p in ef["spec"]["configPatches"] if p["applyTo"] not in ("HTTP_FILTER",)]
+    wasm_rest = [p for p in wasm_ef["spec"]["configPatches"] if p["applyTo"] in ("NETWORK_FILTER", "LISTENER")]
+    for p in wasm_rest:
+        p["match"]["proxy"] = rest[0]["match"]["proxy"]
+    assert rest == wasm_rest
+    proxy_doc = shipped("envoy/gateway/dynamic-module-envoyproxy.yaml")
+    assert [m["name"] for m in proxy_doc["spec"]["dynamicModules"]] == [m["name"] for m in eep["spec"]["dynamicModule"]]
+    return {"gateway": eep["spec"]["dynamicModule"][0]["config"], "istio": json.loads(fc["value"])}
+
+
+@pytest.mark.parametrize("form", ["gateway", "istio"])
+def test_the_manifests_configurations_run_in_envoy_with_the_so(dyn, form):
+    """Each manifest's configuration, loaded by Envoy with the .so and the
+    secret in Envoy's environment: a body-keyed source with a signature
+    (what Envoy Gateway's Wasm extension cannot serve) verifies and
+    stamps, a forged one is answered 401."""
+    import signing
+    config = manifest_configs()[form]
+    secret = "whsec_" + "dGVzdHNlY3JldA=="
+    port, boot = dyn_boot(config, dyn["up"])
+    e = proxy.Envoy(boot, env={"STRIPE_WEBHOOK_SECRET": secret})
+    try:
+        assert e.proc.poll() is None, e.log_text()[-3000:]
+        body = '{"id":"evt_m","type":"invoice.paid","data":{"object":{"customer":"cus_m"}}}'
+        now = int(time.time())
+        tid = uuid.uuid4().hex
+        headers = [tuple(h) for h in signing.sign("stripe", body, now, secret=secret)]
+        status, _, reply = proxy.request(port, "POST", "/webhooks/stripe", headers, body=body.encode(),
+                                         test_id=tid)
+        assert status == 200, reply
+        stamps = dict(dyn["up"].records[tid]["stamps"])
+        assert (stamps["x-hookstamp-verified"], stamps["x-hookstamp-dedupe-key"]) == ("true", "evt_m")
+        assert stamps["x-hookstamp-lane-0-key"] == "cus_m"
+        forged = [("Stripe-Signature", f"t={now},v1=" + "0" * 64)]
+        assert proxy.request(port, "POST", "/webhooks/stripe", forged, body=body.encode())[0] == 401
+    finally:
+        e.stop()
+
+
+def test_a_broken_dynamic_module_manifest_is_refused(tmp_path):
+    """The dynamic-module fields are checked against Envoy Gateway's
+    released schema: a misspelt field or a name the allow-list cannot hold
+    is refused."""
+    import test_operations
+    broken = tmp_path / "broken.yaml"
+    broken.write_text((ROOT / "envoy" / "gateway" / "dynamic-module.yaml").read_text()
+                      .replace("filterName: hookstamp", "filtername: hookstamp"))
+    r = test_operations.validate(broken)
+    assert r.returncode == 1 and "spec.dynamicModule/0 must NOT have additional properties" in r.stdout, r.stdout
+    broken.write_text((ROOT / "envoy" / "gateway" / "dynamic-module-envoyproxy.yaml").read_text()
+                      .replace("type: Local", "type: Lokal"))
+    r = test_operations.validate(broken)
+    assert r.returncode == 1 and "must be equal to one of the allowed values" in r.stdout, r.stdout
