@@ -14,7 +14,7 @@ use crate::lanes::{self, MAX_LANE_KEY};
 use crate::reply::{self, Reply};
 use crate::route::{self, Route, Target};
 use crate::stamps;
-use crate::verify::{Failure, OnFailure, Reason};
+use crate::verify::{Failure, OnFailure, Reason, Request};
 use std::borrow::Cow;
 
 /// The request body as the filter saw it.
@@ -166,7 +166,7 @@ where
         let header = |n: &str| crate::pairs::first_header(headers, n);
         match body {
             Body::OverLimit => Err(Failure::over_limit()),
-            Body::Bytes(b) => v.check(secrets, header, b, now_s),
+            Body::Bytes(b) => v.check(secrets, header, Request { method, path }, b, now_s),
         }
     });
     let verified = match (&src.verify, &signature) {

@@ -345,6 +345,37 @@ fn signature_words(src: &Source, r: Option<&Result<(), Failure>>) -> String {
                 }
             }
         }
+        Why::NoMatch {
+            hmac_signatures,
+            secrets,
+            ed25519_signatures,
+            public_keys,
+        } => {
+            let kinds = [
+                ("HMAC", *hmac_signatures, "secret", *secrets),
+                ("Ed25519", *ed25519_signatures, "public key", *public_keys),
+            ];
+            let told: Vec<String> = kinds
+                .iter()
+                .filter(|(_, sigs, _, keys)| sigs + keys > 0)
+                .map(|(kind, sigs, key, keys)| match (sigs, keys) {
+                    (0, n) => format!("no {kind} signature in {header} for the {n} {key}(s)"),
+                    (n, 0) => format!("{n} {kind} signature(s) in {header} but no {key}"),
+                    (1, 1) => format!("the {kind} signature in {header} does not verify under the {key}"),
+                    (n, m) => format!(
+                        "{n} {kind} signature(s) in {header}, none valid under any of the {m} {key}s, each tried"
+                    ),
+                })
+                .collect();
+            if told.is_empty() {
+                "no signature and no key to check it with".to_owned()
+            } else {
+                told.join("; ")
+            }
+        }
+        Why::BodyHash => {
+            "the URL's bodySHA256 is not the SHA-256 of the body (the body was changed)".to_owned()
+        }
         Why::OverLimit => "the body is over max_json_bytes: never verified".to_owned(),
     };
     format!("did not verify ({name}): {story} [{}]", f.reason.as_str())

@@ -190,7 +190,7 @@ mod tests {
         let h = Handshake::Crc {
             query: "crc_token".to_owned(),
         };
-        let s = Secret(b"k".to_vec());
+        let s = Secret::hmac(b"k".to_vec());
         assert_eq!(
             h.answer_get("crc_token=%7B%22a%22%3A1%7D", Some(&s)),
             Some(reply::HANDSHAKE_REFUSED)

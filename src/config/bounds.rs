@@ -20,6 +20,9 @@ pub const MAX_KEY_TERMS: usize = 16;
 pub const MAX_SEPARATOR_BYTES: usize = 16;
 /// Bytes of a custom scheme's `signed` template.
 pub const MAX_TEMPLATE_BYTES: usize = 1024;
+/// Bytes of a verify object's `public_url` (signed with every request's
+/// URL).
+pub const MAX_PUBLIC_URL_BYTES: usize = 256;
 /// Secrets in one list (a rotation tries each).
 pub const MAX_SECRETS: usize = 8;
 /// Tenants a source lists (or has per-tenant secrets for).

@@ -1,12 +1,13 @@
 //! Checks a source's `verify` object. A secret's value never appears in an
 //! error or a warning: only the variable it came from, or its place.
 
-use super::bounds::{within, MAX_SECRETS, MAX_TEMPLATE_BYTES, MAX_TENANTS};
+use super::bounds::{within, MAX_PUBLIC_URL_BYTES, MAX_SECRETS, MAX_TEMPLATE_BYTES, MAX_TENANTS};
 use super::diag::{Diags, Issue, Scope};
 use super::fields::{field, key_header, unknown_fields, Env};
 use super::{tenant_ok, Routing};
 use crate::verify::{
-    self, Algorithm, Custom, Encoding, OnFailure, Scheme, Secret, Secrets, Verify,
+    self, Algorithm, Custom, Encoding, Key, OnFailure, PublicUrl, Scheme, Secret, Secrets,
+    Verify,
 };
 use serde_json::{Map, Value};
 
@@ -31,7 +32,13 @@ pub fn check(
     };
     unknown_fields(
         obj,
-        &["scheme", "secrets", "tolerance_s", "on_failure"],
+        &[
+            "scheme",
+            "secrets",
+            "tolerance_s",
+            "on_failure",
+            "public_url",
+        ],
         scope,
         d,
     );
@@ -98,7 +105,35 @@ pub fn check(
             OnFailure::Reject
         }
     };
-    let whsec = scheme.as_ref().is_some_and(Scheme::decodes_whsec);
+    let public_url = match field(obj, "public_url") {
+        None => None,
+        Some(u) => parse_public_url(u).map_err(|e| d.issue(scope, e)).ok(),
+    };
+    match &scheme {
+        Some(s) if s.signs_url() && field(obj, "public_url").is_none() => {
+            let what = match s {
+                Scheme::Custom(_) => "the signed template uses {url}".to_owned(),
+                other => format!("scheme {} signs the URL the provider called", other.name()),
+            };
+            d.push(
+                scope,
+                "needs_public_url",
+                format!(
+                    "{what}: set public_url to the scheme and host the provider calls (e.g. \"https://hooks.example.com\"); behind a proxy the request's own are not the provider's"
+                ),
+            );
+        }
+        Some(s) if !s.signs_url() && public_url.is_some() => d.warn(
+            scope,
+            "unused_public_url",
+            format!(
+                "public_url is set but scheme {} does not sign the URL",
+                s.name()
+            ),
+        ),
+        _ => {}
+    }
+    let form = scheme.as_ref().map_or(KeyForm::Raw, KeyForm::of);
     let secrets = match field(obj, "secrets") {
         None => {
             d.push(
@@ -108,9 +143,9 @@ pub fn check(
             );
             None
         }
-        Some(Value::Array(list)) => Some(Secrets::All(secret_list(
-            list, "secrets", whsec, scope, env, d,
-        ))),
+        Some(Value::Array(list)) => {
+            Some(Secrets::All(key_list(list, "secrets", form, scope, env, d)))
+        }
         Some(Value::Object(map)) => {
             if !routing.tenant_path() {
                 d.push(
@@ -134,7 +169,7 @@ pub fn check(
                 match list.as_array() {
                     Some(l) => per.push((
                         t.clone(),
-                        secret_list(l, &format!("secrets.{t}"), whsec, scope, env, d),
+                        key_list(l, &format!("secrets.{t}"), form, scope, env, d),
                     )),
                     None => d.push(scope, "not_a_list", format!("secrets.{t} must be a list")),
                 }
@@ -164,6 +199,112 @@ pub fn check(
         secrets: secrets?,
         tolerance_s,
         on_failure,
+        public_url,
+    })
+}
+
+/// How a scheme's secrets are written.
+#[derive(Debug, Clone, Copy)]
+enum KeyForm {
+    /// The bytes of the string (an HMAC key).
+    Raw,
+    /// Standard Webhooks': `whsec_` + base64 (an HMAC key) or `whpk_` +
+    /// base64 (an Ed25519 public key).
+    Standard,
+    /// Only `whsec_` (the seal's and handshakes' lists, through
+    /// `secret_list`).
+    Whsec,
+    /// An Ed25519 public key in this encoding.
+    Public(Encoding),
+}
+
+impl KeyForm {
+    fn of(s: &Scheme) -> KeyForm {
+        match s {
+            Scheme::StandardWebhooks | Scheme::Svix => KeyForm::Standard,
+            Scheme::Discord => KeyForm::Public(Encoding::Hex),
+            Scheme::Custom(c) if c.algorithm == Algorithm::Ed25519 => KeyForm::Public(c.encoding),
+            _ => KeyForm::Raw,
+        }
+    }
+}
+
+/// `https?://host[:port]`, nothing after it: the scheme and host the
+/// provider calls (its path and query are the request's).
+fn parse_public_url(v: &Value) -> Result<PublicUrl, Issue> {
+    let Value::String(u) = v else {
+        return Err(Issue::new(
+            "bad_public_url",
+            format!(
+                "public_url must be a string \"https://host[:port]\", got {}",
+                kind(v)
+            ),
+        ));
+    };
+    within("bytes of public_url", MAX_PUBLIC_URL_BYTES, u.len())?;
+    let bad = |why: &str| {
+        Issue::new(
+            "bad_public_url",
+            format!("public_url {u:?} {why}: it must be https://host[:port] (or http://) with no path, query or userinfo"),
+        )
+    };
+    let (scheme, rest) = if let Some(r) = u.strip_prefix("https://") {
+        ("https", r)
+    } else if let Some(r) = u.strip_prefix("http://") {
+        ("http", r)
+    } else {
+        return Err(bad("is not http:// or https://"));
+    };
+    if rest.contains('@') {
+        return Err(bad("has userinfo"));
+    }
+    if rest.contains(['/', '?', '#']) {
+        return Err(bad("has a path, a query or a fragment"));
+    }
+    let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
+        // An IPv6 literal.
+        let Some((addr, tail)) = inner.split_once(']') else {
+            return Err(bad("has no valid host"));
+        };
+        let host = &rest[..addr.len() + 2];
+        match tail {
+            "" => (host, None),
+            t => match t.strip_prefix(':') {
+                Some(p) => (host, Some(p)),
+                None => return Err(bad("has a bad port")),
+            },
+        }
+    } else {
+        match rest.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (rest, None),
+        }
+    };
+    let host_ok = !host.is_empty()
+        && (host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+            || (host.starts_with('[')
+                && host.ends_with(']')
+                && host.len() > 2
+                && host[1..host.len() - 1]
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')));
+    if !host_ok {
+        return Err(bad("has no valid host"));
+    }
+    let port = match port {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Some(n),
+            _ => return Err(bad("has a bad port")),
+        },
+    };
+    let default = if scheme == "https" { 443 } else { 80 };
+    Ok(PublicUrl {
+        origin: u.clone(),
+        bare: format!("{scheme}://{host}"),
+        with_port: format!("{scheme}://{host}:{}", port.unwrap_or(default)),
     })
 }
 
@@ -199,6 +340,18 @@ pub(super) fn secret_list(
     list: &[Value],
     at: &str,
     whsec: bool,
+    scope: &Scope,
+    env: Env,
+    d: &mut Diags,
+) -> Vec<Secret> {
+    let form = if whsec { KeyForm::Whsec } else { KeyForm::Raw };
+    key_list(list, at, form, scope, env, d)
+}
+
+fn key_list(
+    list: &[Value],
+    at: &str,
+    form: KeyForm,
     scope: &Scope,
     env: Env,
     d: &mut Diags,
@@ -259,22 +412,38 @@ pub(super) fn secret_list(
                 continue;
             }
         };
-        let bytes = if whsec {
-            match decode_whsec(&raw) {
-                Some(k) => k,
-                None => {
-                    d.push(
-                        scope,
+        let secret = match form {
+            KeyForm::Raw => Ok(Secret::hmac(raw.into_bytes())),
+            KeyForm::Whsec => decode_whsec(&raw).map(Secret::hmac).ok_or_else(|| {
+                Issue::new(
+                    "not_whsec",
+                    format!("{place}: {from} is not a whsec_ secret (whsec_ and base64)"),
+                )
+            }),
+            KeyForm::Standard => match raw.strip_prefix("whpk_") {
+                Some(b64) => lenient_base64(b64)
+                    .ok_or_else(|| {
+                        Issue::new(
+                            "bad_public_key",
+                            format!("{place}: {from} is not a whpk_ public key (whpk_ and base64)"),
+                        )
+                    })
+                    .and_then(|k| public_key(k, &place, &from)),
+                None => decode_whsec(&raw).map(Secret::hmac).ok_or_else(|| {
+                    Issue::new(
                         "not_whsec",
-                        format!("{place}: {from} is not a whsec_ secret (whsec_ and base64)"),
-                    );
-                    continue;
-                }
-            }
-        } else {
-            raw.into_bytes()
+                        format!(
+                            "{place}: {from} is not a whsec_ secret (whsec_ and base64) nor a whpk_ public key"
+                        ),
+                    )
+                }),
+            },
+            KeyForm::Public(enc) => decode_public(&raw, enc, &place, &from),
         };
-        out.push(Secret(bytes));
+        match secret {
+            Ok(s) => out.push(s),
+            Err(e) => d.issue(scope, e),
+        }
     }
     out
 }
@@ -288,6 +457,7 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
             "encoding",
             "algorithm",
             "timestamp_header",
+            "timestamp_unit",
             "signed",
         ],
         scope,
@@ -342,17 +512,30 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
         None | Some(Some("sha256")) => Some(Algorithm::Sha256),
         Some(Some("sha512")) => Some(Algorithm::Sha512),
         Some(Some("sha1")) => Some(Algorithm::Sha1),
+        Some(Some("ed25519")) => Some(Algorithm::Ed25519),
         Some(_) => {
             d.push(
                 scope,
                 "bad_scheme",
-                "scheme algorithm must be \"sha256\", \"sha512\" or \"sha1\"",
+                "scheme algorithm must be \"sha256\", \"sha512\", \"sha1\" or \"ed25519\"",
             );
             None
         }
     };
+    let timestamp_ms = match field(c, "timestamp_unit").map(Value::as_str) {
+        None | Some(Some("s")) => false,
+        Some(Some("ms")) => true,
+        Some(_) => {
+            d.push(
+                scope,
+                "bad_scheme",
+                "scheme timestamp_unit must be \"s\" (the default) or \"ms\"",
+            );
+            false
+        }
+    };
     let signed = match field(c, "signed") {
-        None => Some(Vec::new()),
+        None => Some(vec![verify::Part::Body]),
         Some(Value::String(t)) => {
             within("bytes of the signed template", MAX_TEMPLATE_BYTES, t.len())
                 .and_then(|()| template(t))
@@ -396,6 +579,7 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
         encoding: encoding?,
         algorithm: algorithm?,
         timestamp_header,
+        timestamp_ms,
         signed: signed?,
     })
 }
@@ -403,14 +587,72 @@ fn custom(c: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Custom
 /// Decodes a `whsec_` secret as Standard Webhooks' libraries do: the
 /// prefix optional, the base64 padding too; `None` when it is not base64.
 fn decode_whsec(value: &str) -> Option<Vec<u8>> {
+    lenient_base64(value.strip_prefix("whsec_").unwrap_or(value))
+}
+
+/// Base64 with its padding optional; `None` when it is not base64 or empty.
+fn lenient_base64(b64: &str) -> Option<Vec<u8>> {
     use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
     use base64::Engine;
     const LENIENT: GeneralPurpose = GeneralPurpose::new(
         &base64::alphabet::STANDARD,
         GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
     );
-    let b64 = value.strip_prefix("whsec_").unwrap_or(value);
-    LENIENT.decode(b64).ok().filter(|k| !k.is_empty())
+    LENIENT.decode(b64.trim()).ok().filter(|k| !k.is_empty())
+}
+
+/// An Ed25519 public key written in `enc` (Discord's: hex), with a word
+/// for a key written in the other encoding.
+fn decode_public(raw: &str, enc: Encoding, place: &str, from: &str) -> Result<Secret, Issue> {
+    let raw = raw.trim();
+    let as_hex = || hex::decode(raw).ok();
+    let (bytes, other) = match enc {
+        Encoding::Hex => (as_hex(), lenient_base64(raw).filter(|_| as_hex().is_none())),
+        Encoding::Base64 => (
+            lenient_base64(raw).filter(|_| raw.len() != 64 || as_hex().is_none()),
+            as_hex(),
+        ),
+    };
+    let (name, other_name) = match enc {
+        Encoding::Hex => ("hex", "base64"),
+        Encoding::Base64 => ("base64", "hex"),
+    };
+    match bytes {
+        Some(k) => public_key(k, place, from),
+        None if other.as_ref().is_some_and(|k| k.len() == 32) => Err(Issue::new(
+            "key_encoding",
+            format!("{place}: {from} is a {other_name} public key, but the scheme's keys are {name} (a custom scheme's key is in its encoding)"),
+        )),
+        None => Err(Issue::new(
+            "bad_public_key",
+            format!("{place}: {from} is not an Ed25519 public key in {name} (32 bytes)"),
+        )),
+    }
+}
+
+/// 32 bytes that are an Ed25519 public key, and not a weak (small-order)
+/// one, which any signature would verify under.
+fn public_key(bytes: Vec<u8>, place: &str, from: &str) -> Result<Secret, Issue> {
+    let n = bytes.len();
+    let Ok(arr) = <[u8; 32]>::try_from(bytes.as_slice()) else {
+        return Err(Issue::new(
+            "bad_public_key",
+            format!("{place}: {from} is {n} bytes: an Ed25519 public key is 32"),
+        ));
+    };
+    match ed25519_dalek::VerifyingKey::from_bytes(&arr) {
+        Ok(k) if !k.is_weak() => Ok(Secret(bytes, Key::Ed25519(k))),
+        Ok(_) => Err(Issue::new(
+            "bad_public_key",
+            format!(
+                "{place}: {from} is a weak (small-order) Ed25519 key, which anyone can sign for"
+            ),
+        )),
+        Err(_) => Err(Issue::new(
+            "bad_public_key",
+            format!("{place}: {from} is not an Ed25519 public key (not a point of the curve)"),
+        )),
+    }
 }
 
 /// An environment variable's name, and not a secret's value in its place.
@@ -428,16 +670,12 @@ fn bad_template(message: String) -> Issue {
     Issue::new("bad_template", message)
 }
 
-/// Parses a signed-content template: text with `{timestamp}` and
-/// `{header:NAME}` placeholders, ending in `{body}`.
+/// Parses a signed-content template: text with `{timestamp}`,
+/// `{header:NAME}`, `{method}`, `{url}`, `{path}` and `{query}`
+/// placeholders, and `{body}` once, anywhere.
 fn template(t: &str) -> Result<Vec<verify::Part>, Issue> {
-    let Some(before) = t.strip_suffix("{body}") else {
-        return Err(bad_template(format!(
-            "signed template {t:?} must end with {{body}} (the body is signed last, as it streams)"
-        )));
-    };
     let mut parts = Vec::new();
-    let mut rest = before;
+    let mut rest = t;
     while let Some(open) = rest.find('{') {
         if open > 0 {
             parts.push(verify::Part::Text(rest[..open].to_owned()));
@@ -448,11 +686,16 @@ fn template(t: &str) -> Result<Vec<verify::Part>, Issue> {
         let name = &rest[open + 1..open + close];
         parts.push(match name {
             "timestamp" => verify::Part::Timestamp,
+            "method" => verify::Part::Method,
+            "url" => verify::Part::Url,
+            "path" => verify::Part::Path,
+            "query" => verify::Part::Query,
+            "body" => verify::Part::Body,
             _ => match name.strip_prefix("header:") {
                 Some(h) if !h.is_empty() => verify::Part::Header(h.to_ascii_lowercase()),
                 _ => {
                     return Err(bad_template(format!(
-                        "signed template {t:?}: unknown placeholder {{{name}}} (known: {{timestamp}}, {{header:NAME}}, {{body}} at the end)"
+                        "signed template {t:?}: unknown placeholder {{{name}}} (known: {{timestamp}}, {{header:NAME}}, {{method}}, {{url}}, {{path}}, {{query}}, {{body}})"
                     )))
                 }
             },
@@ -461,6 +704,11 @@ fn template(t: &str) -> Result<Vec<verify::Part>, Issue> {
     }
     if !rest.is_empty() {
         parts.push(verify::Part::Text(rest.to_owned()));
+    }
+    if parts.iter().filter(|p| **p == verify::Part::Body).count() != 1 {
+        return Err(bad_template(format!(
+            "signed template {t:?} must have {{body}} exactly once (a signature that does not cover the body would pass any body)"
+        )));
     }
     Ok(parts)
 }
@@ -477,14 +725,48 @@ mod tests {
             vec![
                 Part::Text("v0:".into()),
                 Part::Timestamp,
-                Part::Text(":".into())
+                Part::Text(":".into()),
+                Part::Body
             ]
         );
         assert_eq!(
             template("{header:X-Id}.{body}").unwrap(),
-            vec![Part::Header("x-id".into()), Part::Text(".".into())]
+            vec![
+                Part::Header("x-id".into()),
+                Part::Text(".".into()),
+                Part::Body
+            ]
         );
-        assert!(template("{body}.{timestamp}").is_err());
+        assert_eq!(
+            template("{method}{url}{body}{timestamp}").unwrap(),
+            vec![Part::Method, Part::Url, Part::Body, Part::Timestamp]
+        );
+        assert!(template("{path}?{query}").is_err());
+        assert!(template("{body}{body}").is_err());
         assert!(template("{nope}{body}").is_err());
+    }
+
+    #[test]
+    fn public_urls() {
+        let ok = |u: &str| parse_public_url(&Value::String(u.into()));
+        let u = ok("https://hooks.example.com").unwrap();
+        assert_eq!(u.bare, "https://hooks.example.com");
+        assert_eq!(u.with_port, "https://hooks.example.com:443");
+        let u = ok("http://[::1]:8080").unwrap();
+        assert_eq!(u.bare, "http://[::1]");
+        assert_eq!(u.with_port, "http://[::1]:8080");
+        for bad in [
+            "hooks.example.com",
+            "https://hooks.example.com/",
+            "https://hooks.example.com/twilio",
+            "https://hooks.example.com?a=1",
+            "https://user@hooks.example.com",
+            "https://hooks.example.com:0",
+            "https://hooks.example.com:99999",
+            "https://",
+            "ftp://hooks.example.com",
+        ] {
+            assert!(ok(bad).is_err(), "{bad}");
+        }
     }
 }

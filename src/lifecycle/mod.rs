@@ -213,7 +213,11 @@ impl Vm {
                 // `decide`, no secret verifies.
                 let secrets = v.secrets_for(tenant).unwrap_or_default();
                 let header = |n: &str| crate::pairs::first_header(&headers, n);
-                match v.start(secrets, header, now / 1000) {
+                let request = crate::verify::Request {
+                    method: &method,
+                    path: &path,
+                };
+                match v.start(secrets, header, request, now / 1000) {
                     Ok(p) => Check::Running(p),
                     Err(f) => Check::Failed(f.reason),
                 }
@@ -225,7 +229,10 @@ impl Vm {
             root,
             declared: None,
             source,
-            keeps_body: src.keeps_body(),
+            // Twilio's form fields are signed sorted: its check needs the
+            // whole body, kept and charged as body keys' is.
+            keeps_body: src.keeps_body()
+                || matches!(&check, Check::Running(p) if p.keeps_body()),
             tenant: tenant.to_owned(),
             header_keys: keys.iter().map(|k| k.map(<[u8]>::to_vec)).collect(),
             check,
@@ -668,7 +675,7 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
         (Check::Off, _) => None,
         (_, Body::OverLimit) => Some(Err(Reason::OverLimit)),
         (Check::Failed(r), _) => Some(Err(r)),
-        (Check::Running(p), _) => Some(p.finish().map_err(|f| f.reason)),
+        (Check::Running(p), _) => Some(p.finish(&w.body).map_err(|f| f.reason)),
     };
     let m = plugin.metrics.source(w.source);
     let unverified = result.and_then(Result::err);
