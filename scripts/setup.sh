@@ -122,8 +122,8 @@ done
 # Python test tools, and the providers' own signing libraries the
 # signature tests use (PyPI, and npm for GitHub's).
 python3 - <<'PY' 2>/dev/null || { echo "setup: installing the Python test tools"; python3 -m pip install -q --disable-pip-version-check \
-  pytest h2 pyyaml stripe==16.1.0 svix==2.9.1 standardwebhooks==1.1.0 slack_sdk; }
-import pytest, h2, yaml, stripe, svix, standardwebhooks, slack_sdk
+  pytest h2 pyyaml stripe==16.1.0 svix==2.9.1 standardwebhooks==1.1.0 slack_sdk twilio==9.13.0 PyNaCl==1.6.2 cryptography==48.0.0; }
+import pytest, h2, yaml, stripe, svix, standardwebhooks, slack_sdk, twilio, nacl, cryptography
 PY
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 [ -d tests/e2e/node_modules/@octokit/webhooks-methods ] && [ -d tests/e2e/node_modules/@kubernetes-models/envoy-gateway ] &&

@@ -822,7 +822,11 @@ impl Verify {
                     .filter_map(|b| ed_signature(&b))
                     .collect();
                 if sigs.is_empty() && eds.is_empty() {
-                    return Err(unsupported_or(&sig_name, versions(entries(), ','), || {
+                    // v1 and v1a entries here had no base64 signature:
+                    // malformed, not unsupported.
+                    let others =
+                        entries().filter(|e| !e.starts_with("v1,") && !e.starts_with("v1a,"));
+                    return Err(unsupported_or(&sig_name, versions(others, ','), || {
                         Failure::form(
                             &sig_name,
                             "v1,<base64> or v1a,<base64> entries: none with base64",

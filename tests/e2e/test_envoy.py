@@ -118,25 +118,28 @@ def test_case_table(env, table, index, name, spoofed):
         assert record["body_sha256"] == hashlib.sha256(body).hexdigest()
 
 
-def test_signatures_through_envoy(env):
-    """The signature recipes of tests/cases/verify.json, made again now by
-    the providers' own libraries (tests/e2e/signing.py) and sent through
+@pytest.mark.parametrize("name", [t for t, table in TABLES.items() if "now" in table])
+def test_signatures_through_envoy(env, name):
+    """The signature recipes of each table made at a fixed time
+    (tests/cases/verify.json, schemes.json), made again now by the
+    providers' own libraries (tests/e2e/signing.py) and sent through
     Envoy, whose secrets come from vm_config.environment_variables: the
     filter agrees with the table and with `hookstamp stamp --now` on each;
     a forged or refused request never reaches the upstream, and a flagged
     one never carries a dedupe key."""
     import signing
     now = int(time.time())
-    table = TABLES["verify"]
-    before = counter(env, "hookstamp_signature_failures_total", source="stripe", reason="mismatch")
-    for case in signing.cases(now, margin=30):
+    table = TABLES[name]
+    counted = {"verify": ("stripe", 3), "schemes": ("discord", 3)}[name]
+    before = counter(env, "hookstamp_signature_failures_total", source=counted[0], reason="mismatch")
+    for case in signing.TABLE_CASES[name](now, margin=30):
         assert agrees(case["expect"], harness(table["config"], case["request"], now=now, env=table["env"])), case["name"]
-        got, record = send(env, "verify", case["request"])
+        got, record = send(env, name, case["request"])
         assert agrees(case["expect"], got), (case["name"], got)
         if got["action"] == "forward" and dict(got["headers"]).get("x-hookstamp-verified") == "false":
             assert "x-hookstamp-dedupe-key" not in dict(got["headers"])
-    assert counter(env, "hookstamp_signature_failures_total", source="stripe", reason="mismatch") == before + 3
-    assert counter(env, "hookstamp_signatures_verified_total", source="stripe") > 0
+    assert counter(env, "hookstamp_signature_failures_total", source=counted[0], reason="mismatch") == before + counted[1]
+    assert counter(env, "hookstamp_signatures_verified_total", source=counted[0]) > 0
 
 
 def table_case(table, name):
