@@ -72,6 +72,18 @@ pub struct Stamped<'a> {
 }
 
 impl Stamped<'_> {
+    /// Marks a streamed request's verified stamp `stream`: its signature is
+    /// checked as its body passes, and its completion is the verdict.
+    pub fn streamed(&mut self) {
+        if let Some((_, v)) = self
+            .headers
+            .iter_mut()
+            .find(|(n, _)| *n == stamps::VERIFIED)
+        {
+            *v = Cow::Borrowed("stream");
+        }
+    }
+
     /// Why a stamped request lacks something, for the access log: the
     /// signature's failure in flag mode, the dedupe key's and each keyless
     /// lane's reason, each hashed group; `dedupe=absent lane-1=not_json`.
@@ -160,7 +172,13 @@ where
         source: src,
         tenant,
     } = target;
-    let body = Body::of(body, cfg.max_json_bytes);
+    // A streamed signature holds nothing: any size verifies.
+    let streamed = src.streams() && !body.is_empty();
+    let body = if src.streams() {
+        Body::Bytes(body)
+    } else {
+        Body::of(body, cfg.max_json_bytes)
+    };
     let signature = src.verify.as_ref().map(|v| {
         let secrets = v.secrets_for(tenant).unwrap_or_default();
         let header = |n: &str| crate::pairs::first_header(headers, n);
@@ -199,6 +217,9 @@ where
     };
     let keys = header_keys(src, headers);
     let mut stamped = stamp(src, tenant, &keys, body, held, verified);
+    if streamed {
+        stamped.streamed();
+    }
     add_seal(cfg, now_s, method, path, &mut stamped, held.as_ref());
     let outcome = if stamped.dropped {
         Outcome::Reply(reply::DROPPED)

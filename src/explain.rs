@@ -234,6 +234,12 @@ where
 }
 
 fn body_line(cfg: &Config, src: &Source, body: &[u8], decision: &Decision) -> String {
+    if src.streams() {
+        return format!(
+            "body: {} bytes, streamed through, its signature checked as it passes (mode stream)",
+            body.len()
+        );
+    }
     if !src.needs_body() {
         return "body: not read (the source's keys come from headers)".to_owned();
     }

@@ -53,6 +53,13 @@ mod abi {
         pub fn proxy_increment_metric(id: u32, by: i64) -> u32;
         pub fn proxy_record_metric(id: u32, value: u64) -> u32;
         pub fn proxy_get_current_time_nanoseconds(time: *mut u64) -> u32;
+        pub fn proxy_set_buffer_bytes(
+            buffer: u32,
+            start: usize,
+            size: usize,
+            data: *const u8,
+            data_size: usize,
+        ) -> u32;
         pub fn proxy_set_property(
             path: *const u8,
             path_size: usize,
@@ -152,6 +159,15 @@ impl Host for Proxy {
 
     fn remove_request_header(&mut self, name: &str) -> HostResult<()> {
         remove(MAP_REQUEST_HEADERS, name)
+    }
+
+    fn set_request_body(&mut self, size: usize, data: &[u8]) -> HostResult<()> {
+        // Envoy drains the first `size` bytes (the chunk) and prepends
+        // `data`. SAFETY: the host reads `data` within its length.
+        let s = unsafe {
+            abi::proxy_set_buffer_bytes(BUFFER_REQUEST_BODY, 0, size, data.as_ptr(), data.len())
+        };
+        status("proxy_set_buffer_bytes", s)
     }
 
     fn set_property(&mut self, path: &str, value: &[u8]) -> HostResult<()> {

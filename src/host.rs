@@ -74,6 +74,16 @@ pub trait Host {
     fn remove_request_trailer(&mut self, name: &str) -> HostResult<()>;
     /// The body chunk the body callback was just handed, `size` bytes.
     fn request_body(&mut self, size: usize) -> HostResult<Vec<u8>>;
+    /// Replaces that chunk (`size` bytes) with `data`: what the callback
+    /// lets through. A host that cannot refuses, and the request is
+    /// answered 500 rather than let through whole.
+    fn set_request_body(&mut self, size: usize, data: &[u8]) -> HostResult<()> {
+        let _ = (size, data);
+        Err(HostError {
+            call: "set_request_body",
+            status: 12,
+        })
+    }
     /// Answers the current request from the filter.
     fn send_reply(&mut self, reply: &Reply) -> HostResult<()>;
     /// Makes a request current outside its own callbacks (from a tick).

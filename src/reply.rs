@@ -138,3 +138,14 @@ pub const DROPPED: Reply = Reply {
     headers: &[],
     details: "hookstamp.event_dropped",
 };
+
+/// A streamed request whose body ended in trailers after its last byte was
+/// held back: the byte cannot be let through with them, so the request is
+/// refused, never completed short (see `verify::Mode::Stream`).
+pub const STREAM_TRAILERS: Reply = Reply {
+    status: 400,
+    body: Cow::Borrowed(r#"{"error":"trailers_after_a_streamed_body"}"#),
+    content_type: JSON,
+    headers: &[],
+    details: "hookstamp.stream_trailers",
+};

@@ -263,6 +263,21 @@ pub struct Verify {
     pub on_failure: OnFailure,
     /// Where the provider calls, for schemes that sign the URL.
     pub public_url: Option<PublicUrl>,
+    /// When the signature is checked against the body (see `Mode`).
+    pub mode: Mode,
+}
+
+/// When a source's signature is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The request is held until its body is in and verified; only then
+    /// does anything reach the upstream.
+    Hold,
+    /// The headers go upstream at once, stamped `x-hookstamp-verified:
+    /// stream`; the body streams through, its last byte held back until the
+    /// signature is checked, and a forged one's upstream request is reset,
+    /// never completed. No held headers, no body buffered.
+    Stream,
 }
 
 /// Why a signature did not verify; the `reason` label of the metric.
@@ -1034,6 +1049,7 @@ mod tests {
             tolerance_s: 300,
             on_failure: OnFailure::Reject,
             public_url: None,
+            mode: Mode::Hold,
         };
         let body = b"{\"zen\":\"hi\"}";
         let sig = format!("sha256={}", hex::encode(hmac256(b"new", body)));

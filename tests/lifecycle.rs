@@ -1179,3 +1179,196 @@ fn a_body_hash_key_is_computed_as_the_chunks_pass_without_copying_the_body() {
         Some(want.as_str())
     );
 }
+
+const STREAM: &str = r#"{"max_json_bytes": 100, "max_hold_ms": 1000,
+  "sources": [{"id": "gh", "dedupe": "github",
+    "verify": {"scheme": "github", "secrets": [{"value": "s"}], "mode": "stream"}}]}"#;
+
+/// What the upstream receives of a streamed body: each chunk as the filter
+/// let it through (its replacement where it made one), in order.
+struct Upstream {
+    got: Vec<u8>,
+}
+
+impl Upstream {
+    fn pass(&mut self, vm: &mut Vm, host: &mut MockHost, bytes: &[u8], eos: bool) -> DataStatus {
+        let before = host.replaced.len();
+        let status = chunk(vm, host, 2, bytes, eos);
+        if status == DataStatus::Continue {
+            match host.replaced.get(before) {
+                Some((_, size, data)) => {
+                    assert_eq!(*size, bytes.len());
+                    self.got.extend_from_slice(data);
+                }
+                None => self.got.extend_from_slice(bytes),
+            }
+        }
+        status
+    }
+}
+
+/// Streamed verification: the headers go at once, stamped `stream`; the
+/// body passes as it comes but for its last byte (with a declared length,
+/// the byte that completes the upstream request), which only a valid
+/// signature lets go; a forgery is answered 401 and the upstream request
+/// never completes. Bodies of any size: max_json_bytes does not apply.
+#[test]
+fn a_streamed_signature_holds_back_the_last_byte_until_it_verifies() {
+    let body = vec![b'x'; 1000];
+    let sig = github_sig("s", &body);
+    for (split, final_empty) in [(1000, true), (1000, false), (7, true), (333, false)] {
+        let (mut vm, mut host) = boot(STREAM);
+        let h = post(
+            "/webhooks/gh",
+            &[
+                ("x-github-delivery", "d-1"),
+                ("x-hub-signature-256", &sig),
+                ("content-length", "1000"),
+            ],
+        );
+        assert_eq!(
+            start(&mut vm, &mut host, 2, &h, false),
+            HeadersStatus::Continue
+        );
+        assert_eq!(
+            stamp(&host, "x-hookstamp-verified").as_deref(),
+            Some("stream")
+        );
+        assert_eq!(
+            stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+            Some("d-1")
+        );
+        let mut up = Upstream { got: Vec::new() };
+        let parts: Vec<&[u8]> = body.chunks(split).collect();
+        for (i, part) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len() && !final_empty;
+            assert_eq!(
+                up.pass(&mut vm, &mut host, part, last),
+                DataStatus::Continue
+            );
+            if !last {
+                // Never the whole body before the verdict.
+                assert!(up.got.len() < body.len(), "split {split}");
+            }
+        }
+        if final_empty {
+            assert_eq!(up.pass(&mut vm, &mut host, b"", true), DataStatus::Continue);
+        }
+        assert_eq!(up.got, body, "split {split}, final empty {final_empty}");
+        assert!(host.replies.is_empty());
+        assert_eq!(vm.held_requests(), 0);
+        assert_eq!(
+            host.metric("hookstamp_signatures_verified_total.source=gh;"),
+            1
+        );
+    }
+    // A forgery: the upstream has all but the last byte, then the reset.
+    let (mut vm, mut host) = boot(STREAM);
+    let forged = github_sig("not-s", &body);
+    let h = post(
+        "/webhooks/gh",
+        &[
+            ("x-github-delivery", "d-2"),
+            ("x-hub-signature-256", &forged),
+            ("content-length", "1000"),
+        ],
+    );
+    assert_eq!(
+        start(&mut vm, &mut host, 2, &h, false),
+        HeadersStatus::Continue
+    );
+    let mut up = Upstream { got: Vec::new() };
+    assert_eq!(
+        up.pass(&mut vm, &mut host, &body, false),
+        DataStatus::Continue
+    );
+    assert_eq!(up.got.len(), 999);
+    assert_eq!(
+        up.pass(&mut vm, &mut host, b"", true),
+        DataStatus::StopNoBuffer
+    );
+    assert_eq!(replied(&host), vec![401]);
+    assert_eq!(up.got.len(), 999, "the upstream request never completes");
+    assert_eq!(
+        host.metric("hookstamp_signature_failures_total.source=gh;.reason=mismatch;"),
+        1
+    );
+    // Without a declared length (chunked, HTTP/2) the end of the stream is
+    // the completion: every byte passes, the last callback is the verdict.
+    let (mut vm, mut host) = boot(STREAM);
+    let h = post(
+        "/webhooks/gh",
+        &[
+            ("x-github-delivery", "d-3"),
+            ("x-hub-signature-256", &forged),
+        ],
+    );
+    start(&mut vm, &mut host, 2, &h, false);
+    let mut up = Upstream { got: Vec::new() };
+    assert_eq!(
+        up.pass(&mut vm, &mut host, &body[..500], false),
+        DataStatus::Continue
+    );
+    assert_eq!(up.got.len(), 500);
+    assert!(
+        host.replaced.is_empty(),
+        "nothing to hold back, nothing replaced"
+    );
+    assert_eq!(
+        up.pass(&mut vm, &mut host, &body[500..], true),
+        DataStatus::StopNoBuffer
+    );
+    assert_eq!(replied(&host), vec![401]);
+}
+
+#[test]
+fn a_streamed_request_is_charged_its_state_times_out_idle_and_refuses_trailers() {
+    let body = vec![b'y'; 50];
+    let sig = github_sig("s", &body);
+    let h_len = [
+        ("x-github-delivery", "d-1"),
+        ("x-hub-signature-256", sig.as_str()),
+        ("content-length", "50"),
+    ];
+    let (mut vm, mut host) = boot(STREAM);
+    start(&mut vm, &mut host, 2, &post("/webhooks/gh", &h_len), false);
+    assert_eq!(vm.held_requests(), 1);
+    assert!(
+        vm.held_bytes() > 0 && vm.held_bytes() < 1024,
+        "{}",
+        vm.held_bytes()
+    );
+    // Each chunk moves the deadline: an idle timeout, not a total one.
+    host.now_ms += 900;
+    chunk(&mut vm, &mut host, 2, &body[..10], false);
+    host.now_ms += 900;
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &body[10..20], false),
+        DataStatus::Continue
+    );
+    // Idle past max_hold_ms: the tick answers 408 (and Envoy resets the
+    // upstream request).
+    host.now_ms += 1100;
+    vm.on_tick(&mut host, ROOT);
+    assert_eq!(replied(&host), vec![408]);
+    assert_eq!(vm.held_requests(), 0);
+    // Trailers after a held-back byte: refused, never completed short.
+    let (mut vm, mut host) = boot(STREAM);
+    start(&mut vm, &mut host, 2, &post("/webhooks/gh", &h_len), false);
+    chunk(&mut vm, &mut host, 2, &body, false);
+    host.trailers = vec![("x-t".into(), b"1".to_vec())];
+    assert_eq!(
+        vm.on_request_trailers(&mut host, 2),
+        HeadersStatus::StopIteration
+    );
+    assert_eq!(replied(&host), vec![400]);
+    // A full budget: 503 before anything goes upstream.
+    let (mut vm, mut host) = boot(
+        r#"{"max_json_bytes": 100, "max_held_bytes": 400,
+        "sources": [{"id": "gh", "dedupe": "github",
+        "verify": {"scheme": "github", "secrets": [{"value": "s"}], "mode": "stream"}}]}"#,
+    );
+    start(&mut vm, &mut host, 2, &post("/webhooks/gh", &h_len), false);
+    assert_eq!(replied(&host), vec![503]);
+    assert!(host.stamps().is_empty());
+}

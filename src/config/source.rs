@@ -154,7 +154,11 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
             .and_then(|v| v.get("scheme"))
             .and_then(Value::as_str)
     });
-    let holds_body = verify.is_some()
+    // A streamed signature holds no body: the preset's body type is not
+    // inherited there.
+    let holds_body = verify
+        .as_ref()
+        .is_some_and(|v| v.mode == crate::verify::Mode::Hold)
         || !reads.paths.is_empty()
         || !reads.forms.is_empty()
         || reads.body_hash;
@@ -194,6 +198,35 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
     }
     let handshake = field(obj, "handshake")
         .and_then(|h| super::handshake::check(h, verify.as_ref(), &scope, ctx.env, d));
+    // A streamed signature never holds the body: nothing may read it.
+    if verify
+        .as_ref()
+        .is_some_and(|v| v.mode == crate::verify::Mode::Stream)
+    {
+        let mut reads_body = Vec::new();
+        if !reads.paths.is_empty() || !reads.forms.is_empty() {
+            reads_body.push("a key reads the body (json or form)");
+        }
+        if reads.body_hash {
+            reads_body.push("a key is the body's sha256");
+        }
+        if handshake.as_ref().is_some_and(|h| !h.on_get()) {
+            reads_body.push("its handshake reads the body");
+        }
+        if verify
+            .as_ref()
+            .is_some_and(|v| matches!(v.scheme, crate::verify::Scheme::Twilio))
+        {
+            reads_body.push("twilio signs a form's sorted fields, which needs the whole body");
+        }
+        for what in reads_body {
+            d.push(
+                &Scope::Verify(id.clone()),
+                "stream_reads_body",
+                format!("mode \"stream\" never holds the body, but {what}: take the keys from headers, or use mode \"hold\""),
+            );
+        }
+    }
     let affinity = super::affinity::check(
         field(obj, "affinity"),
         ctx.affinity,

@@ -6,7 +6,7 @@ use super::diag::{Diags, Issue, Scope};
 use super::fields::{field, key_header, unknown_fields, Env};
 use super::{tenant_ok, Routing};
 use crate::verify::{
-    self, Algorithm, Custom, Encoding, Key, OnFailure, PublicUrl, Scheme, Secret, Secrets,
+    self, Algorithm, Custom, Encoding, Key, Mode, OnFailure, PublicUrl, Scheme, Secret, Secrets,
     Verify,
 };
 use serde_json::{Map, Value};
@@ -38,6 +38,7 @@ pub fn check(
             "tolerance_s",
             "on_failure",
             "public_url",
+            "mode",
         ],
         scope,
         d,
@@ -105,6 +106,21 @@ pub fn check(
             OnFailure::Reject
         }
     };
+    let mode = match field(obj, "mode").map(Value::as_str) {
+        None | Some(Some("hold")) => Mode::Hold,
+        Some(Some("stream")) => Mode::Stream,
+        Some(_) => {
+            d.push(scope, "bad_mode", "mode must be \"hold\" or \"stream\"");
+            Mode::Hold
+        }
+    };
+    if mode == Mode::Stream && on_failure == OnFailure::Flag {
+        d.push(
+            scope,
+            "stream_needs_reject",
+            "mode \"stream\" sends the headers before the signature is checked: a forgery can only be refused (on_failure \"reject\"), never flagged",
+        );
+    }
     let public_url = match field(obj, "public_url") {
         None => None,
         Some(u) => parse_public_url(u).map_err(|e| d.issue(scope, e)).ok(),
@@ -199,6 +215,7 @@ pub fn check(
         secrets: secrets?,
         tolerance_s,
         on_failure,
+        mode,
         public_url,
     })
 }

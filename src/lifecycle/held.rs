@@ -48,6 +48,13 @@ pub struct Held {
     /// What this request counts against the budget now: its own state,
     /// Envoy's buffered bytes and its body's capacity.
     pub charged: usize,
+    /// Its signature is checked as the body streams through (`"mode":
+    /// "stream"`): its headers went upstream, stamped; its body passes.
+    pub streaming: bool,
+    /// A streamed request's last body byte, held back until its signature
+    /// is checked (with a declared length, the byte that would complete
+    /// the upstream request).
+    pub tail: Option<u8>,
 }
 
 /// Where a request's signature check stands.
@@ -92,6 +99,10 @@ impl Held {
     /// What it is charged: its own state, every body byte Envoy buffers
     /// while the filter holds it, and its body buffer's capacity.
     pub fn charge(&self) -> usize {
+        if self.streaming {
+            // Its body passes: Envoy buffers nothing on its behalf.
+            return self.overhead();
+        }
         self.overhead()
             .saturating_add(self.seen_bytes)
             .saturating_add(self.body.capacity())

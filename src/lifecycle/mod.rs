@@ -109,7 +109,7 @@ impl Vm {
             host.log(Level::Warn, w);
         }
         let config = loaded.config;
-        if config.sources.iter().any(|s| s.needs_body()) {
+        if config.sources.iter().any(|s| s.needs_body() || s.streams()) {
             // Deadlines are checked on the tick too: a stalled body sends
             // no chunk that could notice it.
             if let Err(e) = host.set_tick_period_ms(TICK_MS) {
@@ -204,7 +204,11 @@ impl Vm {
         let sealed = cfg.seal.is_some();
         // The clock only where a body is waited for (a deadline) or a
         // signature checked: a header-only source makes no such host call.
-        let now = if src.needs_body() { host.now_ms() } else { 0 };
+        let now = if src.needs_body() || src.streams() {
+            host.now_ms()
+        } else {
+            0
+        };
         let check = match &src.verify {
             None => Check::Off,
             Some(v) => {
@@ -231,8 +235,7 @@ impl Vm {
             source,
             // Twilio's form fields are signed sorted: its check needs the
             // whole body, kept and charged as body keys' is.
-            keeps_body: src.keeps_body()
-                || matches!(&check, Check::Running(p) if p.keeps_body()),
+            keeps_body: src.keeps_body() || matches!(&check, Check::Running(p) if p.keeps_body()),
             tenant: tenant.to_owned(),
             header_keys: keys.iter().map(|k| k.map(<[u8]>::to_vec)).collect(),
             check,
@@ -256,15 +259,21 @@ impl Vm {
             seen_body: false,
             seen_bytes: 0,
             charged: 0,
+            // A request with no body to stream is verified whole, here.
+            streaming: src.streams() && !end_of_stream,
+            tail: None,
         };
         let refused_now = matches!(
             (&w.check, src.verify.as_ref().map(|v| v.on_failure)),
             (Check::Failed(_), Some(OnFailure::Reject))
         );
-        if !src.needs_body() || end_of_stream || refused_now {
+        if !(src.needs_body() || w.streaming) || end_of_stream || refused_now {
             return Ok(finish(host, w, Kept::Whole));
         }
         let declared = text(&headers, "content-length").parse::<usize>().ok();
+        if w.streaming {
+            return Ok(self.stream(host, context, w, declared));
+        }
         if declared.is_some_and(|n| n > cfg.max_json_bytes) {
             // Never wait for a body that will not be decoded or verified.
             return Ok(finish(host, w, Kept::OverLimit));
@@ -277,6 +286,81 @@ impl Vm {
         }
         self.hold(context, w);
         Ok(HeadersStatus::StopIteration)
+    }
+
+    /// A streamed request at its headers: stamped and let go at once, its
+    /// signature check (and a held-back byte, with a declared length) kept
+    /// until its body ends; charged to its plugin's pool like a held one.
+    fn stream(
+        &mut self,
+        host: &mut impl Host,
+        context: u32,
+        mut w: Held,
+        declared: Option<usize>,
+    ) -> HeadersStatus {
+        let max_held = w.plugin.config.max_held_bytes;
+        w.declared = declared;
+        if !self.fits(w.root, w.overhead(), max_held) {
+            return self.busy(host, &w);
+        }
+        let status = forward(host, &w, Body::Bytes(&[]), None, Some(true), None);
+        if status == HeadersStatus::Continue {
+            self.hold(context, w);
+        }
+        status
+    }
+
+    /// A streamed request's body chunk: fed to its signature check and let
+    /// through, but for its last byte where the request declared a length
+    /// (which would complete the upstream request before the verdict); at
+    /// the end, the verdict: the held byte let go, or 401 and the upstream
+    /// request reset. Every chunk moves its deadline (an idle timeout).
+    fn stream_body(
+        &mut self,
+        host: &mut impl Host,
+        context: u32,
+        mut w: Held,
+        size: usize,
+        end_of_stream: bool,
+    ) -> DataStatus {
+        let now = host.now_ms();
+        if now > w.deadline_ms {
+            return data(self.body_timeout(host, &w));
+        }
+        let plugin = w.plugin.clone();
+        let chunk = match host.request_body(size) {
+            Ok(c) => c,
+            Err(e) => return data(answer_internal(host, Some(&plugin), &e.to_string())),
+        };
+        if let Check::Running(p) = &mut w.check {
+            p.update(&chunk);
+        }
+        w.seen_bytes = w.seen_bytes.saturating_add(chunk.len());
+        let held_before = w.tail.is_some();
+        let mut out = Vec::with_capacity(chunk.len() + 1);
+        out.extend(w.tail.take());
+        out.extend_from_slice(&chunk);
+        if end_of_stream {
+            return match stream_verdict(host, w) {
+                Ok(_) if !held_before => DataStatus::Continue,
+                Ok(_) => match host.set_request_body(size, &out) {
+                    Ok(()) => DataStatus::Continue,
+                    Err(e) => data(answer_internal(host, Some(&plugin), &e.to_string())),
+                },
+                Err(r) => data(send(host, &r)),
+            };
+        }
+        if w.declared.is_some() {
+            w.tail = out.pop();
+        }
+        if held_before || w.tail.is_some() {
+            if let Err(e) = host.set_request_body(size, &out) {
+                return data(answer_internal(host, Some(&plugin), &e.to_string()));
+            }
+        }
+        w.deadline_ms = now.saturating_add(plugin.config.max_hold_ms);
+        self.hold(context, w);
+        DataStatus::Continue
     }
 
     /// proxy_on_request_body: copies the new chunk of a waiting request;
@@ -310,6 +394,9 @@ impl Vm {
             return DataStatus::Continue;
         };
         w.seen_body = true;
+        if w.streaming {
+            return self.stream_body(host, context, w, size, end_of_stream);
+        }
         let plugin = w.plugin.clone();
         let cfg = &plugin.config;
         let now = host.now_ms();
@@ -388,6 +475,12 @@ impl Vm {
         match w {
             None => HeadersStatus::Continue,
             Some(w) if host.now_ms() > w.deadline_ms => self.body_timeout(host, &w),
+            Some(w) if w.streaming => match stream_verdict(host, w) {
+                // The held-back byte cannot follow the trailers.
+                Ok(Some(_)) => send(host, &reply::STREAM_TRAILERS),
+                Ok(_) => HeadersStatus::Continue,
+                Err(r) => send(host, &r),
+            },
             Some(w) => finish(host, w, Kept::Whole),
         }
     }
@@ -450,7 +543,10 @@ impl Vm {
             if deadline < now {
                 over = over.saturating_sub(w.charged);
                 out.push((c, true));
-            } else if over > 0 && now.saturating_sub(w.started_ms) >= cfg.slow_body_ms {
+            } else if !w.streaming
+                && over > 0
+                && now.saturating_sub(w.started_ms) >= cfg.slow_body_ms
+            {
                 over = over.saturating_sub(w.charged);
                 out.push((c, false));
             } else {
@@ -701,14 +797,60 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
         bump(host, m.and_then(|m| m.handshakes), 1);
         return send(host, &r);
     }
-    let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
     // The whole body's hash where the filter held all of it: a key
     // (`sha256`) and the seal's.
     let held: Option<[u8; 32]> = match (kept_whole, digest) {
         (true, Some(h)) => Some(sha2::Digest::finalize(*h).into()),
         _ => None,
     };
+    forward(host, &w, body, held, verified, unverified)
+}
+
+/// A streamed request's verdict at the end of its body: its held-back
+/// bytes to let go, or the answer that refuses it (and so resets its
+/// upstream request). Counted as any signature is.
+fn stream_verdict(host: &mut impl Host, mut w: Held) -> Result<Option<u8>, Reply> {
+    let m = w.plugin.metrics.source(w.source);
+    let result = match std::mem::replace(&mut w.check, Check::Off) {
+        // A streamed scheme never needs the body kept (the configuration
+        // refuses one that does).
+        Check::Running(p) => p.finish(&[]).map_err(|f| f.reason),
+        Check::Failed(r) => Err(r),
+        Check::Off => Ok(()),
+    };
+    match result {
+        Ok(()) => {
+            bump(host, m.and_then(|m| m.verified), 1);
+            Ok(w.tail.take())
+        }
+        Err(reason) => {
+            bump(host, m.and_then(|m| m.verify_failed(reason)), 1);
+            Err(reply::invalid_signature(reason))
+        }
+    }
+}
+
+/// Stamps a request (a streamed one's `x-hookstamp-verified` says
+/// `stream`), or answers it where its events rule drops it; records why it
+/// lacks a key.
+fn forward(
+    host: &mut impl Host,
+    w: &Held,
+    body: Body<'_>,
+    held: Option<[u8; 32]>,
+    verified: Option<bool>,
+    unverified: Option<Reason>,
+) -> HeadersStatus {
+    let plugin = &w.plugin;
+    let Some(src) = w.source() else {
+        return answer_internal(host, Some(plugin), &Failure::NoSource.to_string());
+    };
+    let m = plugin.metrics.source(w.source);
+    let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
     let mut stamped = decide::stamp(src, &w.tenant, &keys, body, held, verified);
+    if w.streaming {
+        stamped.streamed();
+    }
     if plugin.config.seal.is_some() {
         let now_s = host.now_ms() / 1000;
         decide::add_seal(

@@ -25,6 +25,7 @@ pub enum Call {
     IncrementMetric,
     RecordMetric,
     SetProperty,
+    SetRequestBody,
 }
 
 impl Call {
@@ -45,6 +46,7 @@ impl Call {
             Call::IncrementMetric => "increment_metric",
             Call::RecordMetric => "record_metric",
             Call::SetProperty => "set_property",
+            Call::SetRequestBody => "set_request_body",
         }
     }
 }
@@ -61,6 +63,9 @@ pub struct MockHost {
     /// Local replies sent, with the context they were sent for.
     pub replies: Vec<(u32, Reply)>,
     pub metrics: Vec<(String, i64)>,
+    /// What each body callback let through where the filter replaced its
+    /// chunk: (context, the chunk's size, what replaced it).
+    pub replaced: Vec<(u32, usize, Vec<u8>)>,
     /// Properties set, with the context they were set for.
     pub properties: Vec<(u32, String, Vec<u8>)>,
     pub log: Vec<(Level, String)>,
@@ -205,6 +210,12 @@ impl Host for MockHost {
         if let Some((_, v)) = self.metrics.get_mut(id as usize) {
             *v = i64::try_from(value).unwrap_or(i64::MAX);
         }
+        Ok(())
+    }
+
+    fn set_request_body(&mut self, size: usize, data: &[u8]) -> HostResult<()> {
+        self.call(Call::SetRequestBody)?;
+        self.replaced.push((self.context, size, data.to_vec()));
         Ok(())
     }
 

@@ -52,7 +52,13 @@ class Handler(BaseHTTPRequestHandler):
                     return bytes(out), trailers
                 out += self.rfile.read(size)
                 self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("content-length", 0) or 0)), []
+        want = int(self.headers.get("content-length", 0) or 0)
+        body = self.rfile.read(want)
+        if len(body) < want:
+            # The connection ended short: an incomplete request, which a
+            # queue never commits (a streamed forgery's, reset).
+            raise ConnectionError("request body ended short")
+        return body, []
 
     def handle_any(self):
         if self.path == "/healthz":
@@ -60,7 +66,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("content-length", "0")
             self.end_headers()
             return
-        body, trailers = self.read_body()
+        try:
+            body, trailers = self.read_body()
+        except (ConnectionError, ValueError):
+            self.close_connection = True
+            return
         delay = self.headers.get("x-test-delay-ms")
         if delay:
             time.sleep(int(delay) / 1000)
