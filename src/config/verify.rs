@@ -121,6 +121,15 @@ pub fn check(
             "mode \"stream\" sends the headers before the signature is checked: a forgery can only be refused (on_failure \"reject\"), never flagged",
         );
     }
+    // Twilio signs a form body's fields sorted: its check needs the whole
+    // body, which a streamed source never holds.
+    if mode == Mode::Stream && scheme == Some(Scheme::Twilio) {
+        d.push(
+            scope,
+            "stream_needs_body",
+            "scheme twilio signs a form body's fields sorted, which needs the whole body: use mode \"hold\"",
+        );
+    }
     let public_url = match field(obj, "public_url") {
         None => None,
         Some(u) => parse_public_url(u).map_err(|e| d.issue(scope, e)).ok(),

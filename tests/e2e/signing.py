@@ -351,7 +351,7 @@ SCHEME_CONFIG = {
          "verify": {"scheme": {"header": "x-square-hmacsha256-signature", "encoding": "base64",
                                "signed": "{url}{body}"},
                     "public_url": PUBLIC_URL, "secrets": env("SCH_SQUARE_KEY")}},
-        {"id": "hubspot", "dedupe": {"json": "0.eventId"},
+        {"id": "hubspot", "dedupe": {"sha256": "body"},
          "verify": {"scheme": {"header": "x-hubspot-signature-v3", "encoding": "base64",
                                "timestamp_header": "x-hubspot-request-timestamp", "timestamp_unit": "ms",
                                "signed": "{method}{url}{body}{timestamp}"},

@@ -60,8 +60,19 @@ PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}")
 DEMO_PORT, DEMO_ADMIN = "127.0.0.1:10000", "127.0.0.1:9901"
 
 # A stand-in for every secret a checked configuration names: a whsec_
-# secret (base64 of "docs-check"), which every scheme takes.
+# secret (base64 of "docs-check"), which every HMAC scheme takes; for a
+# variable whose name ends as below, an Ed25519 public key in that form
+# (RFC 8032's first test key): hex (Discord's), base64, whpk_.
 STAND_IN_SECRET = "whsec_ZG9jcy1jaGVjaw=="
+STAND_IN_PUBLIC_KEYS = {
+    "_PUBLIC_KEY": "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+    "_PUBLIC_KEY_B64": "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
+    "_WHPK": "whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
+}
+
+
+def stand_in(name):
+    return next((v for k, v in STAND_IN_PUBLIC_KEYS.items() if name.endswith(k)), STAND_IN_SECRET)
 
 # A fence: backticks, and an info string without any (CommonMark).
 FENCE = re.compile(r"^( *)(`{3,})([^`]*)$")
@@ -311,7 +322,7 @@ def test_json_examples_are_what_they_say(page, first, info, body):
     value = json.loads(text)
     check = ROOT / "target" / "debug" / "hookstamp"
     assert check.exists(), "target/debug/hookstamp is not built (make test-e2e builds it)"
-    env = {**os.environ, **{n: STAND_IN_SECRET for n in env_names(value, set())}}
+    env = {**os.environ, **{n: stand_in(n) for n in env_names(value, set())}}
     p = subprocess.run([str(check), "check", "-", "--strict"], input=text.encode(), capture_output=True,
                        env=env, timeout=60)
     if kind == ["invalid"]:
