@@ -175,6 +175,19 @@ extern "C" {
         result: *mut EnvoyBuffer,
     ) -> bool;
 
+    /// Drains up to `n` bytes from the front of the body the hook was handed.
+    pub fn envoy_dynamic_module_callback_http_drain_body(
+        filter: FilterEnvoyPtr,
+        body_type: u32,
+        n: usize,
+    ) -> bool;
+    /// Appends to the body the hook was handed.
+    pub fn envoy_dynamic_module_callback_http_append_body(
+        filter: FilterEnvoyPtr,
+        body_type: u32,
+        data: ModuleBuffer,
+    ) -> bool;
+
     pub fn envoy_dynamic_module_callback_http_send_response(
         filter: FilterEnvoyPtr,
         status: u32,

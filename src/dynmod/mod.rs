@@ -298,6 +298,28 @@ impl Host for Native<'_> {
         Ok(out)
     }
 
+    fn set_request_body(&mut self, size: usize, data: &[u8]) -> HostResult<()> {
+        let call = "envoy_dynamic_module_callback_http_drain_body";
+        let f = self.filter(call)?;
+        let kind = abi::RECEIVED_REQUEST_BODY;
+        // SAFETY: `f` is the live filter of the current body hook; Envoy
+        // copies `data` during the call.
+        let ok = unsafe {
+            abi::envoy_dynamic_module_callback_http_drain_body(f, kind, size)
+                && (data.is_empty()
+                    || abi::envoy_dynamic_module_callback_http_append_body(
+                        f,
+                        kind,
+                        ModuleBuffer::of(data),
+                    ))
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(failed(call))
+        }
+    }
+
     fn send_reply(&mut self, reply: &Reply) -> HostResult<()> {
         let f = self.filter("envoy_dynamic_module_callback_http_send_response")?;
         let mut headers: Vec<ModuleHeader> = Vec::with_capacity(1 + reply.headers.len());

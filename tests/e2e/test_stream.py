@@ -161,17 +161,20 @@ def h2_upstream(records):
     return srv
 
 
-@pytest.fixture(scope="module")
-def stream_env():
+@pytest.fixture(scope="module", params=["wasm", "dynmod"])
+def stream_env(request):
+    """An Envoy with the .wasm (whose filter cannot hold headers) or the
+    .so, each listener before one of the two upstreams."""
     records = Records()
     up1, up2 = h1_upstream(records), h2_upstream(records)
     ports = {"h1": proxy.free_port(), "h2": proxy.free_port()}
     boot = proxy.bootstrap({n: (p, CONFIG) for n, p in ports.items()}, up1.getsockname()[1], proxy.free_port(),
-                           build="wasm")
+                           build=request.param)
     for lst in boot["static_resources"]["listeners"]:
         hcm = lst["filter_chains"][0]["filters"][0]["typed_config"]
-        # The deployments that cannot hold headers for a body.
-        hcm["http_filters"][0]["typed_config"]["config"]["allow_on_headers_stop_iteration"] = False
+        if request.param == "wasm":
+            # The deployments that cannot hold headers for a body.
+            hcm["http_filters"][0]["typed_config"]["config"]["allow_on_headers_stop_iteration"] = False
         if lst["name"] == "h2":
             hcm["route_config"]["virtual_hosts"][0]["routes"][0]["route"] = {"cluster": "upstream2", "timeout": "30s"}
     h2c = {"name": "upstream2", "type": "STATIC", "connect_timeout": "1s",
