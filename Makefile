@@ -77,7 +77,7 @@ bench: bench-native bench-envoy   ## both benchmark tables, in one command
 bench-native:          ## the core vs a full serde_json decode, side by side
 	cargo bench --bench core
 
-bench-envoy: setup wasm   ## Envoy without a filter, with an empty one and with hookstamp: wrk and callgrind
+bench-envoy: setup wasm dynamic-module   ## Envoy without a filter, with an empty one, with hookstamp's .wasm and .so: wrk and callgrind
 	scripts/build-wasm.sh noop
 	command -v wrk >/dev/null && command -v valgrind >/dev/null || \
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wrk valgrind; }

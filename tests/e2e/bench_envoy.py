@@ -13,6 +13,8 @@ answering with direct_response so no upstream is the bottleneck:
   (d) Stripe-like 1 KiB JSON (json dedupe + json lane)   (e) the same, 64 KiB
   (a1k), (a64k) Envoy of (a) with the bodies of (d) and (e): what Envoy
       itself spends on a body, which (d) and (e) are compared with
+  (b.so) ... (v.so) the same as (b) ... (v) with the Envoy dynamic module
+      (target/libhookstamp.so) in place of the .wasm
 Three views, each of every configuration in one run:
   1. throughput: wrk -c16 in interleaved rounds (wrk and Envoy pinned to a
      core each); requests/s, Envoy's CPU time per request, ratios (the
@@ -21,7 +23,7 @@ Three views, each of every configuration in one run:
   3. instructions: Envoy under callgrind, instructions per request; these
      do not move with the machine's load, so they show small differences
      the timings cannot.
-Then the .wasm sizes, Envoy's resident memory, and the VM's memory over a
+Then the .wasm and .so sizes, Envoy's resident memory, and the VM's memory over a
 long run. `make bench` runs it; the flags set the effort.
 """
 
@@ -52,7 +54,7 @@ STRIPE_SECRET = "whsec_bench_stripe_secret"
 VERIFIED = {"prefix": "/webhooks", "sources": [{"id": "stripe", "dedupe": "stripe", "verify": {
     "scheme": "stripe", "secrets": [{"env": "STRIPE_WHSEC"}], "tolerance_s": 3600}, "sinks": [
     {"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]}]}
-ENVOYS = {  # name: (wasm or None for no filter, plugin config)
+ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no filter; plugin config)
     "a": (None, None),
     "n": (NOOP, 0),
     "n8": (NOOP, 8),
@@ -62,6 +64,8 @@ ENVOYS = {  # name: (wasm or None for no filter, plugin config)
     "d": (proxy.WASM, STRIPE),
     "v": (proxy.WASM, VERIFIED),
 }
+# The same configurations with the dynamic module.
+ENVOYS.update({f"{n}.so": (proxy.SO, ENVOYS[n][1]) for n in ["b", "c", "c+", "d", "v"]})
 
 
 def event(size):
@@ -95,13 +99,20 @@ CASES = [  # label, description, envoy, path, headers, body
     ("e", "stripe 64 KiB json", "d", "/webhooks/stripe", JSON, event(65536)),
     ("v", "(d), signature verified", "v", "/webhooks/stripe", JSON + stripe_signature(event(1024)), event(1024)),
 ]
+CASES += [(c[0] + ".so", "module: " + c[1].replace("hookstamp, ", ""), c[2] + ".so", *c[3:])
+          for c in CASES if c[0] in ("b", "c", "c+", "d", "e", "v")]
 # What each case is compared with as "(a)": Envoy without a filter, given
 # the same request; a 64 KiB body costs Envoy itself more than "{}" does.
-BASE = {"d": "a1k", "e": "a64k", "v": "a1k"}
+BASE = {"d": "a1k", "e": "a64k", "v": "a1k", "d.so": "a1k", "e.so": "a64k", "v.so": "a1k"}
 
 
 def base(label):
     return BASE.get(label, "a")
+
+
+def floor(label):
+    """The build's own floor, "(b)": hookstamp routing nothing, .wasm or .so."""
+    return "b.so" if label.endswith(".so") else "b"
 
 
 # wrk on one core, Envoy on the other, where there are two.
@@ -111,9 +122,12 @@ PIN = (os.cpu_count() or 1) >= 2 and shutil.which("taskset") is not None
 def start(name, prefix=(), timeout=30):
     wasm, cfg = ENVOYS[name]
     port = proxy.free_port()
-    boot = proxy.bootstrap({"bench": (port, cfg)}, 1, proxy.free_port(), direct=True, wasm=wasm,
-                           env={"STRIPE_WHSEC": STRIPE_SECRET})
-    e = proxy.Envoy(boot, timeout=timeout, prefix=prefix)
+    native = wasm == proxy.SO
+    boot = proxy.bootstrap({"bench": (port, cfg)}, 1, proxy.free_port(), direct=True,
+                           wasm=None if native else wasm, env={"STRIPE_WHSEC": STRIPE_SECRET},
+                           build="dynmod" if native else "wasm")
+    # The module's secret is Envoy's own environment.
+    e = proxy.Envoy(boot, timeout=timeout, prefix=prefix, env={"STRIPE_WHSEC": STRIPE_SECRET})
     if e.proc.poll() is not None:
         raise RuntimeError(f"envoy ({name}) exited:\n{e.log_text()[-3000:]}")
     if PIN and not prefix:
@@ -177,7 +191,7 @@ def rounds(envoys, scripts, args, conns, seconds, n):
         return statistics.median(r[0] / o[0] for r, o in zip(runs[label], runs[other]))
 
     return {k: [statistics.median(r[i] for r in v) for i in range(6)]
-            + [sum(r[4] for r in v), min(r[2] for r in v), ratio(k, base(k)), ratio(k, "b")]
+            + [sum(r[4] for r in v), min(r[2] for r in v), ratio(k, base(k)), ratio(k, floor(k))]
             for k, v in runs.items()}
 
 
@@ -192,12 +206,12 @@ def throughput_table(med, args):
     print(f"\n1. Throughput: Envoy {proxy_version()} --concurrency 1, direct_response, wrk -t1 "
           f"-c{args.conns}{', pinned' if PIN else ''}, {args.rounds} interleaved rounds of "
           f"{args.seconds}s, medians (of each round's ratios, for vs)\n")
-    print(f"{'config':<28} {'req/s':>8} {'vs (a)':>7} {'vs (b)':>7} {'CPU us/req':>11} "
+    print(f"{'config':<40} {'req/s':>8} {'vs (a)':>7} {'vs (b)':>7} {'CPU us/req':>11} "
           f"{'+us vs (a)':>11} {'p99 us':>8} {'non-2xx':>8}")
     for label, desc, *_ in CASES:
         rps, _, p99, _, _, cpu, bad, _, vs_a, vs_b = med[label]
         a = med[base(label)]
-        print(f"{row_name(label, desc):<28} {rps:>8.0f} {vs_a:>6.0%} {vs_b:>6.0%} "
+        print(f"{row_name(label, desc):<40} {rps:>8.0f} {vs_a:>6.0%} {vs_b:>6.0%} "
               f"{cpu:>11.1f} {cpu - a[5]:>11.1f} {p99:>8.0f} {bad:>8}")
     print(f"\n{BASE_NOTE}\nCPU us/req: Envoy's user + system CPU time over the requests served. p99 at this "
           "load is mostly\nqueueing behind the other connections; table 2 has the latency of a lone request.")
@@ -206,12 +220,12 @@ def throughput_table(med, args):
 def latency_table(med, args):
     print(f"\n2. Latency: wrk -t1 -c1 (one request at a time), {args.latency_rounds} interleaved "
           f"rounds of {args.latency_seconds}s; medians, and the best round's p99\n")
-    print(f"{'config':<28} {'p50 us':>7} {'p99 us':>7} {'best p99':>9} {'p50 +us':>8} "
+    print(f"{'config':<40} {'p50 us':>7} {'p99 us':>7} {'best p99':>9} {'p50 +us':>8} "
           f"{'p99 +us':>8} {'best p99 +us':>13}")
     for label, desc, *_ in CASES:
         _, p50, p99, _, _, _, _, best, _, _ = med[label]
         a = med[base(label)]
-        print(f"{row_name(label, desc):<28} {p50:>7.0f} {p99:>7.0f} {best:>9.0f} {p50 - a[1]:>8.0f} "
+        print(f"{row_name(label, desc):<40} {p50:>7.0f} {p99:>7.0f} {best:>9.0f} {p50 - a[1]:>8.0f} "
               f"{p99 - a[2]:>8.0f} {best - a[7]:>13.0f}")
     print("\n+us: over (a), as in table 1. The p99 of a lone request moves with the machine (every configuration "
           "alike, (a) and\nthe empty filter included); the best round is the least disturbed window.")
@@ -271,14 +285,14 @@ def instructions(case, args, tmp):
 
 
 def instructions_table(counts, args):
-    b = counts["b"]
     print(f"\n3. Instructions: Envoy under callgrind, {args.requests} requests on one connection "
           f"after {args.requests} to warm up\n")
-    print(f"{'config':<28} {'instr/req':>10} {'+ vs (a)':>9} {'+ vs (b)':>9} {'(a)/this':>9}")
+    print(f"{'config':<40} {'instr/req':>10} {'+ vs (a)':>9} {'+ vs (b)':>9} {'(a)/this':>9}")
     for label, desc, *_ in CASES:
-        n, a = counts[label], counts[base(label)]
-        print(f"{row_name(label, desc):<28} {n:>10.0f} {n - a:>9.0f} {n - b:>9.0f} {a / n:>8.0%}")
-    print(f"\n{BASE_NOTE}\n(a)/this: the share of (a)'s request rate left if time followed instructions.")
+        n, a, b = counts[label], counts[base(label)], counts[floor(label)]
+        print(f"{row_name(label, desc):<40} {n:>10.0f} {n - a:>9.0f} {n - b:>9.0f} {a / n:>8.0%}")
+    print(f"\n{BASE_NOTE}\n(a)/this: the share of (a)'s request rate left if time followed instructions. "
+          "vs (b): each build's own (b),\n(b.so) for the module's rows.")
 
 
 def main():
@@ -294,14 +308,14 @@ def main():
     args = ap.parse_args()
     if args.only:
         keep = set(args.only.split(",")) | {"a", "b"}
-        keep |= {base(label) for label in keep}
+        keep |= {base(label) for label in keep} | {floor(label) for label in keep}
         CASES[:] = [c for c in CASES if c[0] in keep]
         for name in [n for n in ENVOYS if n not in {c[2] for c in CASES}]:
             del ENVOYS[name]
     for tool in ["wrk"] + (["valgrind", "callgrind_control"] if args.requests else []):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed: run `make bench`, which installs it")
-    for wasm in (proxy.WASM, NOOP):
+    for wasm in (proxy.WASM, NOOP, proxy.SO):
         if not wasm.exists():
             sys.exit(f"{wasm} is missing: run `make bench`, which builds it")
     envoys = {}
@@ -328,12 +342,13 @@ def main():
 
 
 def footer(envoys):
-    for label, path in [("hookstamp", proxy.WASM), ("empty filter", NOOP)]:
+    for label, path in [(".wasm, hookstamp", proxy.WASM), (".wasm, empty filter", NOOP),
+                        (".so, hookstamp", proxy.SO)]:
         size = path.stat().st_size
-        print(f"\n.wasm, {label}: {size} bytes ({size / 1024:.0f} KiB)", end="")
+        print(f"\n{label}: {size} bytes ({size / 1024:.0f} KiB)", end="")
     print()
     for name, desc in [("a", "no filter"), ("n", "empty wasm filter"), ("b", "hookstamp, no sources"),
-                       ("c", "github"), ("d", "stripe json")]:
+                       ("c", "github"), ("d", "stripe json"), ("d.so", "module, stripe json")]:
         if name not in envoys:
             continue
         e, _ = envoys[name]
