@@ -397,7 +397,7 @@ fn body_sources(l: &Loaded) -> Vec<String> {
         .map(|s| {
             format!(
                 "source '{}': it reads the body (JSON keys or a signature), which needs allow_on_headers_stop_iteration: true; \
-                 Istio's WasmPlugin cannot set it (use the EnvoyFilter form, or header keys without verify)",
+                 Istio's WasmPlugin cannot set it (use the EnvoyFilter form, or header keys with verify \"mode\": \"stream\")",
                 s.id
             )
         })

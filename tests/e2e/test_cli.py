@@ -125,3 +125,19 @@ def test_the_buffer_limit_warning_reads_the_listener_the_file_shows(tmp_path):
     assert r.returncode == 1 and "above Envoy's default per_connection_buffer_limit_bytes" in r.stderr, r.stderr
     # Options before the file, as after it.
     assert run(["check", "--env", "names", "--strict", "envoy/examples/verified.yaml"]).returncode == 0
+
+
+def test_a_streamed_signature_passes_where_headers_cannot_be_held(tmp_path):
+    """A WasmPlugin cannot hold headers for a body: a held verify is refused
+    there, a streamed one (header keys) is not."""
+    wp = tmp_path / "wp.yaml"
+    wp.write_text("kind: WasmPlugin\nmetadata: {name: w}\nspec:\n  pluginConfig:\n"
+                  "    sources: [{id: sv, dedupe: svix, verify: {scheme: svix, secrets: [{env: SVIX_SECRET}], MODE}}]\n"
+                  "  vmConfig:\n    env: [{name: SVIX_SECRET, valueFrom: HOST}]\n")
+    text = wp.read_text()
+    wp.write_text(text.replace("MODE", "mode: hold"))
+    r = run(["check", str(wp), "--env", "names"])
+    assert r.returncode == 1 and 'header keys with verify "mode": "stream"' in r.stderr, r.stderr
+    wp.write_text(text.replace("MODE", "mode: stream"))
+    r = run(["check", str(wp), "--env", "names"])
+    assert r.returncode == 0, r.stderr
