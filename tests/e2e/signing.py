@@ -308,27 +308,31 @@ SCHEME_SECRETS = {
     "SCH_SW_PK_OLD": "whpk_" + base64.b64encode(ed_public("sw old")).decode(),
     "SCH_SW_SECRET": "whsec_" + base64.b64encode(b"hookstamp mixed hmac secret 24b").decode(),
     "SCH_SVIX_PK": "whpk_" + base64.b64encode(ed_public("svix")).decode(),
+    "SCH_SVIX_PK_OLD": "whpk_" + base64.b64encode(ed_public("svix old")).decode(),
     # Discord: the application's public key, hex.
     "SCH_DISCORD_PK": ed_public("discord new").hex(),
     "SCH_DISCORD_PK_OLD": ed_public("discord old").hex(),
     "SCH_TWILIO_TOKEN": "12345678901234567890123456789012",
     "SCH_TWILIO_TOKEN_OLD": "abcdefabcdefabcdefabcdefabcdefab",
     "SCH_SQUARE_KEY": "square-signature-key-0123",
+    "SCH_SQUARE_KEY_OLD": "square-signature-key-old",
     "SCH_HUBSPOT_SECRET": "hubspot-client-secret-0123",
+    "SCH_HUBSPOT_SECRET_OLD": "hubspot-client-secret-old",
     "SCH_CUSTOM_ED_PK": base64.b64encode(ed_public("custom ed")).decode(),
+    "SCH_CUSTOM_ED_PK_OLD": base64.b64encode(ed_public("custom ed old")).decode(),
 }
 # The key each source's valid requests are signed with, its rotated one
 # (the second of its list), and a wrong one.
 SCHEME_KEYS = {
     "sw_ed": ("sw new", "sw old", "sw wrong"),
     "sw_mixed": ("sw new", None, "sw wrong"),
-    "svix_ed": ("svix", None, "svix wrong"),
+    "svix_ed": ("svix", "svix old", "svix wrong"),
     "discord": ("discord new", "discord old", "discord wrong"),
     "twilio": ("SCH_TWILIO_TOKEN", "SCH_TWILIO_TOKEN_OLD", "wrong-token"),
     "twilio_json": ("SCH_TWILIO_TOKEN", "SCH_TWILIO_TOKEN_OLD", "wrong-token"),
-    "square": ("SCH_SQUARE_KEY", None, "wrong-key"),
-    "hubspot": ("SCH_HUBSPOT_SECRET", None, "wrong-secret"),
-    "custom_ed": ("custom ed", None, "custom ed wrong"),
+    "square": ("SCH_SQUARE_KEY", "SCH_SQUARE_KEY_OLD", "wrong-key"),
+    "hubspot": ("SCH_HUBSPOT_SECRET", "SCH_HUBSPOT_SECRET_OLD", "wrong-secret"),
+    "custom_ed": ("custom ed", "custom ed old", "custom ed wrong"),
 }
 
 SCHEME_CONFIG = {
@@ -338,7 +342,7 @@ SCHEME_CONFIG = {
          "verify": {"scheme": "standard_webhooks", "secrets": env("SCH_SW_PK", "SCH_SW_PK_OLD")}},
         {"id": "sw_mixed", "dedupe": "standard_webhooks",
          "verify": {"scheme": "standard_webhooks", "secrets": env("SCH_SW_SECRET", "SCH_SW_PK")}},
-        {"id": "svix_ed", "dedupe": "svix", "verify": {"scheme": "svix", "secrets": env("SCH_SVIX_PK")}},
+        {"id": "svix_ed", "dedupe": "svix", "verify": {"scheme": "svix", "secrets": env("SCH_SVIX_PK", "SCH_SVIX_PK_OLD")}},
         {"id": "discord", "dedupe": {"json": "id"},
          "verify": {"scheme": "discord", "secrets": env("SCH_DISCORD_PK", "SCH_DISCORD_PK_OLD")}},
         {"id": "twilio", "dedupe": {"form": "MessageSid"},
@@ -350,17 +354,17 @@ SCHEME_CONFIG = {
         {"id": "square", "dedupe": {"json": "event_id"},
          "verify": {"scheme": {"header": "x-square-hmacsha256-signature", "encoding": "base64",
                                "signed": "{url}{body}"},
-                    "public_url": PUBLIC_URL, "secrets": env("SCH_SQUARE_KEY")}},
+                    "public_url": PUBLIC_URL, "secrets": env("SCH_SQUARE_KEY", "SCH_SQUARE_KEY_OLD")}},
         {"id": "hubspot", "dedupe": {"sha256": "body"},
          "verify": {"scheme": {"header": "x-hubspot-signature-v3", "encoding": "base64",
                                "timestamp_header": "x-hubspot-request-timestamp", "timestamp_unit": "ms",
                                "signed": "{method}{url}{body}{timestamp}"},
-                    "public_url": PUBLIC_URL, "secrets": env("SCH_HUBSPOT_SECRET")}},
+                    "public_url": PUBLIC_URL, "secrets": env("SCH_HUBSPOT_SECRET", "SCH_HUBSPOT_SECRET_OLD")}},
         {"id": "custom_ed", "dedupe": {"header": "x-event-id"},
          "verify": {"scheme": {"header": "x-signature", "prefix": "ed25519=", "encoding": "base64",
                                "algorithm": "ed25519", "timestamp_header": "x-timestamp",
                                "signed": "{timestamp}.{header:x-event-id}.{body}"},
-                    "secrets": env("SCH_CUSTOM_ED_PK")}},
+                    "secrets": env("SCH_CUSTOM_ED_PK", "SCH_CUSTOM_ED_PK_OLD")}},
     ]}
 
 SIG_HEADERS = {"sw_ed": "webhook-signature", "sw_mixed": "webhook-signature", "svix_ed": "svix-signature",
@@ -385,7 +389,7 @@ def scheme_body(source, n=1):
 def scheme_path(source, body, how):
     """The path the provider calls (with its query), and the URL it signs."""
     path = f"/webhooks/{source}"
-    if source == "twilio":
+    if source in ("twilio", "square"):
         path += "?tenant=acme&step=1"
     if source == "twilio_json":
         digest = hashlib.sha256(body.encode()).hexdigest()
@@ -464,7 +468,7 @@ def scheme_library_accepts(source, body, headers, path, now):
             mid, ts, sig = h.get(f"{p}-id"), h.get(f"{p}-timestamp"), h.get(f"{p}-signature")
             if None in (mid, ts, sig) or abs(int(ts) - now) > TOL:
                 return False
-            keys = {"sw_ed": ("SCH_SW_PK", "SCH_SW_PK_OLD"), "sw_mixed": ("SCH_SW_PK",), "svix_ed": ("SCH_SVIX_PK",)}[source]
+            keys = {"sw_ed": ("SCH_SW_PK", "SCH_SW_PK_OLD"), "sw_mixed": ("SCH_SW_PK",), "svix_ed": ("SCH_SVIX_PK", "SCH_SVIX_PK_OLD")}[source]
             for entry in sig.split(" "):
                 if not entry.startswith("v1a,"):
                     continue
@@ -501,16 +505,18 @@ def sw_library_rejects_v1(body, headers, now):
 SCHEME_HOWS = {
     "sw_ed": ["valid", "rotated", "wrong_key", "tampered_body", "expired", "future", "missing", "malformed", "v1_only"],
     "sw_mixed": ["valid", "wrong_key", "tampered_body", "v1_valid"],
-    "svix_ed": ["valid", "wrong_key", "tampered_body", "expired", "missing", "malformed"],
+    "svix_ed": ["valid", "rotated", "wrong_key", "tampered_body", "expired", "future", "missing", "malformed"],
     "discord": ["valid", "rotated", "wrong_key", "tampered_body", "tampered_timestamp", "expired", "future", "missing",
                 "malformed"],
     "twilio": ["valid", "rotated", "wrong_key", "tampered_body", "tampered_query", "wrong_host", "with_port",
                "missing", "malformed"],
     "twilio_json": ["valid", "rotated", "wrong_key", "tampered_body", "body_hash_mismatch", "wrong_host", "missing"],
-    "square": ["valid", "wrong_key", "tampered_body", "wrong_host", "missing"],
-    "hubspot": ["valid", "wrong_key", "tampered_body", "wrong_method", "expired", "future", "missing"],
-    "custom_ed": ["valid", "wrong_key", "tampered_body", "tampered_header", "expired", "future", "missing",
-                  "malformed"],
+    "square": ["valid", "rotated", "wrong_key", "tampered_body", "tampered_query", "wrong_host", "missing",
+               "malformed"],
+    "hubspot": ["valid", "rotated", "wrong_key", "tampered_body", "wrong_method", "tampered_timestamp", "expired",
+                "future", "missing", "malformed"],
+    "custom_ed": ["valid", "rotated", "wrong_key", "tampered_body", "tampered_header", "tampered_timestamp",
+                  "expired", "future", "missing", "malformed"],
 }
 SCHEME_RECIPES = [(f"{src}: {how}", src, how) for src, hows in SCHEME_HOWS.items() for how in hows]
 SCHEME_ACCEPTED = {"valid", "rotated", "with_port", "v1_valid"}
@@ -561,14 +567,15 @@ def build_scheme(source, how, now, margin=0):
     if how == "tampered_query":
         path = path.replace("step=1", "step=2")
     if how == "tampered_timestamp":
-        headers = [[k, str(ts - 1) if k.lower() == TS_HEADERS[source] else v] for k, v in headers]
+        headers = [[k, str(int(v) - 1) if k.lower() == TS_HEADERS[source] else v] for k, v in headers]
     if how == "tampered_header":
         headers = [[k, "e-other" if k.lower() == "x-event-id" else v] for k, v in headers]
     if how == "missing":
         headers = [[k, v] for k, v in headers if k.lower() != SIG_HEADERS[source]]
     if how == "malformed":
         bad = {"webhook-signature": "v1a,not*base64", "svix-signature": "v1a,!!", "x-signature-ed25519": "zz" * 64,
-               "x-twilio-signature": "not base64!", "x-signature": "ed25519=" + base64.b64encode(b"short").decode()}
+               "x-twilio-signature": "not base64!", "x-signature": "ed25519=" + base64.b64encode(b"short").decode(),
+               "x-square-hmacsha256-signature": "not base64!", "x-hubspot-signature-v3": "not base64!"}
         headers = [[k, bad.get(k.lower(), v)] for k, v in headers]
     req = {"method": method if how == "wrong_method" else "POST", "path": path, "headers": headers, "body": body}
     if how == "wrong_method":
