@@ -1372,3 +1372,59 @@ fn a_streamed_request_is_charged_its_state_times_out_idle_and_refuses_trailers()
     assert_eq!(replied(&host), vec![503]);
     assert!(host.stamps().is_empty());
 }
+
+/// Twilio signs a form's fields sorted: the filter keeps the body whole
+/// for the check, and that copy is charged like a body key's, never
+/// uncounted.
+#[test]
+fn a_twilio_form_body_is_kept_for_its_check_and_charged() {
+    use base64::Engine;
+    use hmac::Mac;
+    let (mut vm, mut host) = boot(
+        r#"{"max_json_bytes": 1000, "max_held_bytes": 8000,
+        "sources": [{"id": "tw", "dedupe": {"form": "CallSid"}, "verify": {"scheme": "twilio",
+          "public_url": "https://hooks.example.com", "secrets": [{"value": "12345"}]}}]}"#,
+    );
+    let body = b"To=%2B18005551212&Digits=1234&CallSid=CA1";
+    // The URL as called, then each field's name and value, sorted by name.
+    let signed = b"https://hooks.example.com/webhooks/tw?a=1CallSidCA1Digits1234To+18005551212";
+    let mut m = hmac::Hmac::<sha1::Sha1>::new_from_slice(b"12345").unwrap();
+    m.update(signed);
+    let sig = base64::engine::general_purpose::STANDARD.encode(m.finalize().into_bytes());
+    let h = post(
+        "/webhooks/tw?a=1",
+        &[
+            ("x-twilio-signature", &sig),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+    );
+    assert_eq!(
+        start(&mut vm, &mut host, 2, &h, false),
+        HeadersStatus::StopIteration
+    );
+    let before = vm.held_bytes();
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &body[..10], false),
+        DataStatus::StopAndWatermark
+    );
+    // Envoy's ten bytes and the filter's copy of them.
+    assert!(
+        vm.held_bytes() >= before + 20,
+        "{} {}",
+        before,
+        vm.held_bytes()
+    );
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &body[10..], true),
+        DataStatus::Continue
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-verified").as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        stamp(&host, "x-hookstamp-dedupe-key").as_deref(),
+        Some("CA1")
+    );
+    assert_eq!((vm.held_requests(), vm.held_bytes()), (0, 0));
+}
