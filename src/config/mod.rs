@@ -4,8 +4,8 @@
 mod affinity;
 pub mod bounds;
 mod diag;
-mod fields;
 mod events;
+mod fields;
 mod handshake;
 mod keys;
 mod reads;
@@ -136,13 +136,20 @@ impl Source {
     /// key comes from it, or its signature covers it. A header-only source
     /// without verification is stamped at the headers.
     pub fn needs_body(&self) -> bool {
-        self.keeps_body() || self.hashes_body || self.verify.as_ref().is_some_and(|v| v.mode == crate::verify::Mode::Hold)
+        self.keeps_body()
+            || self.hashes_body
+            || self
+                .verify
+                .as_ref()
+                .is_some_and(|v| v.mode == crate::verify::Mode::Hold)
     }
 
     /// Whether the source's signature is checked as the body streams
     /// through (`"mode": "stream"`): its headers go at once.
     pub fn streams(&self) -> bool {
-        self.verify.as_ref().is_some_and(|v| v.mode == crate::verify::Mode::Stream)
+        self.verify
+            .as_ref()
+            .is_some_and(|v| v.mode == crate::verify::Mode::Stream)
     }
 
     /// Whether the source's provider never redelivers a failed delivery by
