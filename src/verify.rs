@@ -197,11 +197,6 @@ impl Scheme {
             _ => false,
         }
     }
-
-    /// Standard Webhooks' secrets are `whsec_` + base64 of the key bytes.
-    pub fn decodes_whsec(&self) -> bool {
-        matches!(self, Scheme::StandardWebhooks | Scheme::Svix)
-    }
 }
 
 impl Verify {
