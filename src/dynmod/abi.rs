@@ -165,6 +165,10 @@ extern "C" {
         value: ModuleBuffer,
     ) -> bool;
 
+    pub fn envoy_dynamic_module_callback_http_get_body_size(
+        filter: FilterEnvoyPtr,
+        body_type: u32,
+    ) -> usize;
     pub fn envoy_dynamic_module_callback_http_get_body_chunks_size(
         filter: FilterEnvoyPtr,
         body_type: u32,

@@ -26,10 +26,10 @@ mod abi;
 
 use crate::dispatch::Dispatch;
 use crate::host::{Host, HostError, HostResult, Level, MetricKind};
+use crate::ids::ById;
 use crate::reply::Reply;
 use abi::{EnvoyBuffer, EnvoyHeader, FilterEnvoyPtr, ModuleBuffer, ModuleHeader, SchedulerPtr};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Once};
@@ -67,9 +67,9 @@ struct Stream {
 #[derive(Default)]
 struct Worker {
     /// Its live streams: context → Envoy's filter.
-    streams: HashMap<u32, FilterEnvoyPtr>,
+    streams: ById<FilterEnvoyPtr>,
     /// The roots configured on this thread, and whether each was taken.
-    roots: HashMap<u32, bool>,
+    roots: ById<bool>,
     /// The stream whose scheduler carries this thread's ticks.
     ticker: Option<(u32, SchedulerPtr)>,
 }
@@ -173,7 +173,15 @@ impl Native<'_> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let mut views = vec![EnvoyHeader::EMPTY; n];
+        // Envoy's views, on the stack for a usual request.
+        let mut stack = [EnvoyHeader::EMPTY; 48];
+        let mut heap = Vec::new();
+        let views: &mut [EnvoyHeader] = if n <= stack.len() {
+            &mut stack[..n]
+        } else {
+            heap.resize(n, EnvoyHeader::EMPTY);
+            &mut heap
+        };
         // SAFETY: `views` has room for the `n` headers Envoy reported.
         let ok = unsafe {
             abi::envoy_dynamic_module_callback_http_get_headers(f, kind, views.as_mut_ptr())
@@ -181,6 +189,7 @@ impl Native<'_> {
         if !ok {
             return Err(failed("envoy_dynamic_module_callback_http_get_headers"));
         }
+        let views: &[EnvoyHeader] = views;
         let bytes = |p: *const std::ffi::c_char, len: usize| -> &[u8] {
             // SAFETY: Envoy's views are valid until the hook returns.
             unsafe {
@@ -200,7 +209,7 @@ impl Native<'_> {
         let count = u32::try_from(n)
             .map_err(|_| failed("envoy_dynamic_module_callback_http_get_headers"))?;
         out.extend_from_slice(&count.to_le_bytes());
-        for h in &views {
+        for h in views {
             let (k, v) = (u32::try_from(h.key_length), u32::try_from(h.value_length));
             let (Ok(k), Ok(v)) = (k, v) else {
                 return Err(failed("envoy_dynamic_module_callback_http_get_headers"));
@@ -208,7 +217,7 @@ impl Native<'_> {
             out.extend_from_slice(&k.to_le_bytes());
             out.extend_from_slice(&v.to_le_bytes());
         }
-        for h in &views {
+        for h in views {
             out.extend_from_slice(bytes(h.key_ptr, h.key_length));
             out.push(0);
             out.extend_from_slice(bytes(h.value_ptr, h.value_length));
@@ -717,20 +726,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
 /// # Safety
 /// `envoy` is the filter of the current body hook.
 unsafe fn received(envoy: FilterEnvoyPtr) -> usize {
-    let kind = abi::RECEIVED_REQUEST_BODY;
     // SAFETY: the caller's contract.
-    let n = unsafe { abi::envoy_dynamic_module_callback_http_get_body_chunks_size(envoy, kind) };
-    if n == 0 {
-        return 0;
+    unsafe {
+        abi::envoy_dynamic_module_callback_http_get_body_size(envoy, abi::RECEIVED_REQUEST_BODY)
     }
-    let mut chunks = vec![EnvoyBuffer::EMPTY; n];
-    // SAFETY: `chunks` has room for the `n` slices Envoy reported.
-    if !unsafe {
-        abi::envoy_dynamic_module_callback_http_get_body_chunks(envoy, kind, chunks.as_mut_ptr())
-    } {
-        return 0;
-    }
-    chunks.iter().map(|c| c.length).sum()
 }
 
 #[no_mangle]
