@@ -35,6 +35,8 @@ pub struct Vm {
 }
 
 const WASM_FILTER: &str = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
+const DYNAMIC_MODULE_FILTER: &str =
+    "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter";
 
 /// Parses a file (JSON, or YAML with one or more documents) and finds every
 /// hookstamp configuration in it, named after `file`.
@@ -93,6 +95,14 @@ pub fn find(text: &str, file: &str) -> Result<Vec<Located>, String> {
                             keys,
                             "spec.wasm[].env.hostKeys",
                         ));
+                    }
+                }
+                // The dynamic module: it holds headers for a body, and reads
+                // Envoy's own environment.
+                let modules = doc.pointer("/spec/dynamicModule").and_then(Value::as_array);
+                for (k, m) in modules.into_iter().flatten().enumerate() {
+                    if let Some(c) = m.get("config").filter(|c| c.get("sources").is_some()) {
+                        out.push(module(format!("{name} spec.dynamicModule[{k}].config"), c));
                     }
                 }
                 continue;
@@ -181,8 +191,9 @@ fn doc_name(doc: &Value, i: usize, n: usize, file: &str) -> String {
     }
 }
 
-/// Finds Wasm filter configurations (`@type` ...wasm.v3.Wasm) anywhere, and
-/// Envoy Gateway's `wasm` entries.
+/// Finds Wasm filter configurations (`@type` ...wasm.v3.Wasm) and the
+/// dynamic module's (`...DynamicModuleFilter` with `filter_name:
+/// hookstamp`) anywhere.
 /// `limit` is the enclosing listener's `per_connection_buffer_limit_bytes`.
 fn walk(v: &Value, doc: &str, path: &str, limit: Option<u64>, out: &mut Vec<Located>) {
     match v {
@@ -191,6 +202,18 @@ fn walk(v: &Value, doc: &str, path: &str, limit: Option<u64>, out: &mut Vec<Loca
                 if let Some(mut f) = filter(o.get("config"), doc, path) {
                     f.buffer_limit = limit;
                     out.push(f);
+                }
+                return;
+            }
+            if o.get("@type").and_then(Value::as_str) == Some(DYNAMIC_MODULE_FILTER) {
+                let ours = o.get("filter_name").and_then(Value::as_str) == Some("hookstamp");
+                if let Some(c) = o.get("filter_config").and_then(|c| c.get("value")) {
+                    if ours {
+                        let place = format!("{doc} at {}", path.trim_start_matches('.'));
+                        let mut f = module(place, &plugin_value(c));
+                        f.buffer_limit = limit;
+                        out.push(f);
+                    }
                 }
                 return;
             }
@@ -222,15 +245,35 @@ fn buffer_limit(v: &Value) -> Option<u64> {
     }
 }
 
+/// A configuration as a filter's `value` holds it: JSON text (a
+/// StringValue) or the object itself (a Struct).
+fn plugin_value(v: &Value) -> Value {
+    match v {
+        Value::String(s) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
+        other => other.clone(),
+    }
+}
+
+/// The dynamic module's configuration (`libhookstamp.so`): a native filter
+/// holds headers for a body, and reads its secrets from Envoy's own
+/// environment, with no VM to pass them.
+fn module(place: String, config: &Value) -> Located {
+    Located {
+        place,
+        config: config.clone(),
+        env: Vec::new(),
+        vm: None,
+        buffer_limit: None,
+        holds_headers: true,
+    }
+}
+
 /// The plugin configuration of a Wasm filter's `config`, if it is ours
 /// (a configuration with `sources`).
 fn filter(config: Option<&Value>, doc: &str, path: &str) -> Option<Located> {
     let c = config?;
     let conf = c.get("configuration")?;
-    let value = match conf.get("value")? {
-        Value::String(s) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
-        other => other.clone(),
-    };
+    let value = plugin_value(conf.get("value")?);
     if value.get("sources").is_none() && !value.is_string() {
         return None;
     }
