@@ -29,6 +29,10 @@ SPOOF = [("x-hookstamp-lane-0", "forged"), ("X-Hookstamp-Dedupe-Key", "forged"),
          ("x_hookstamp_source", "forged")]
 
 
+# Every table's secrets (a table may give its own), and the signers'.
+SECRETS = {**{k: v for _, t in tables() for k, v in t.get("env", {}).items()}, **signing.SECRETS}
+
+
 def templates():
     out = []
     for name, table in tables():
@@ -88,7 +92,7 @@ def expected(configs, reqs, now):
                                         "body_hex": reqs[i]["body"].hex()}) + "\n" for i in idx)
             res = subprocess.run([str(HARNESS), "batch", cfg.name, "--now", str(now)], input=lines, text=True,
                                  capture_output=True, check=True,
-                                 env={**__import__("os").environ, **signing.SECRETS}).stdout.splitlines()
+                                 env={**__import__("os").environ, **SECRETS}).stdout.splitlines()
         for i, line in zip(idx, res):
             out[i] = json.loads(line)
     return out
@@ -154,7 +158,7 @@ def main():
     tpls = templates()
     up = upstream.start()
     configs = {name: (proxy.free_port(), t["config"]) for name, t in tables()}
-    envoy = proxy.Envoy(proxy.bootstrap(configs, up.server_address[1], proxy.free_port(), env=signing.SECRETS))
+    envoy = proxy.Envoy(proxy.bootstrap(configs, up.server_address[1], proxy.free_port(), env=SECRETS))
     try:
         now = int(time.time())
         n_signed = args.requests // 10
@@ -198,6 +202,10 @@ def report(args, reqs, want, results, up, took, rss, envoy):
         if w["action"] == "reject":
             rejects += 1
             ok = status == w["status"] and rec is None
+        elif w["action"] == "answer":
+            # A handshake or a dropped event, answered by the filter.
+            rejects += 1
+            ok = status == w["status"] and rec is None and res[1] == w["body"].encode()
         elif w["action"] == "pass":
             ok = status == 200 and rec is not None and rec["stamps"] == []
         else:
@@ -212,7 +220,8 @@ def report(args, reqs, want, results, up, took, rss, envoy):
           f"configurations, {took:.1f} s ({len(reqs) / took:.0f} req/s)")
     print(f"  sent to the upstream (stamped or passed): {forwarded}, received: {up.count}, "
           f"distinct: {len(up.records)}")
-    print(f"  answered by the filter (401, 404, 405, 413): {rejects}; 5xx: {five}; unanswered: {unanswered}")
+    print(f"  answered by the filter (401, 404, 405, 413; handshakes, drops): {rejects}; 5xx: {five}; "
+          f"unanswered: {unanswered}")
     print(f"  stamps different from `hookstamp batch`: {len(mismatches)}")
     print(f"  forged signatures: {forged}; reached the upstream of a rejecting source: {forged_through}; "
           f"carried a dedupe key: {forged_keyed}")
