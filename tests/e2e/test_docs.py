@@ -223,8 +223,11 @@ def scratch_root():
 
 
 def run_command(cmd, cwd):
+    # As a reader's shell runs it: not inside the make that runs the tests
+    # (whose MAKELEVEL makes a nested make print the directories it enters).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     p = subprocess.run(["bash", "-c", cmd], cwd=cwd, capture_output=True, timeout=120,
-                       stdin=subprocess.DEVNULL)
+                       stdin=subprocess.DEVNULL, env=env)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 

