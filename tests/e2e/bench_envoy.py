@@ -54,6 +54,26 @@ STRIPE_SECRET = "whsec_bench_stripe_secret"
 VERIFIED = {"prefix": "/webhooks", "sources": [{"id": "stripe", "dedupe": "stripe", "verify": {
     "scheme": "stripe", "secrets": [{"env": "STRIPE_WHSEC"}], "tolerance_s": 3600}, "sinks": [
     {"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]}]}
+# (ved): (d)'s body from a Standard Webhooks sender with an Ed25519 key
+# (v1a, whpk_); (vs): the same body, header keys, its HMAC signature checked
+# as the body streams ("mode": "stream").
+ED_SEED = b"hookstamp bench ed25519 key seed"
+SW_SECRET = "whsec_YmVuY2ggc3RhbmRhcmQgd2ViaG9va3Mga2V5"
+
+
+def ed_public_key():
+    import base64
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    pub = Ed25519PrivateKey.from_private_bytes(ED_SEED).public_key()
+    return "whpk_" + base64.b64encode(pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)).decode()
+
+
+ED25519 = {"prefix": "/webhooks", "sources": [{"id": "sw", "dedupe": "standard_webhooks", "verify": {
+    "scheme": "standard_webhooks", "secrets": [{"env": "SW_PUBLIC_KEY"}], "tolerance_s": 3600}, "sinks": [
+    {"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]}]}
+STREAMED = {"prefix": "/webhooks", "sources": [{"id": "sw", "dedupe": "standard_webhooks", "verify": {
+    "scheme": "standard_webhooks", "secrets": [{"env": "SW_SECRET"}], "tolerance_s": 3600, "mode": "stream"}}]}
 ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no filter; plugin config)
     "a": (None, None),
     "n": (NOOP, 0),
@@ -63,9 +83,14 @@ ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no fi
     "c+": (proxy.WASM, dict(GITHUB, affinity=True)),
     "d": (proxy.WASM, STRIPE),
     "v": (proxy.WASM, VERIFIED),
+    "ved": (proxy.WASM, ED25519),
+    "vs": (proxy.WASM, STREAMED),
 }
 # The same configurations with the dynamic module.
-ENVOYS.update({f"{n}.so": (proxy.SO, ENVOYS[n][1]) for n in ["b", "c", "c+", "d", "v"]})
+ENVOYS.update({f"{n}.so": (proxy.SO, ENVOYS[n][1]) for n in ["b", "c", "c+", "d", "v", "ved", "vs"]})
+
+
+BENCH_ENV = {"STRIPE_WHSEC": STRIPE_SECRET, "SW_SECRET": SW_SECRET, "SW_PUBLIC_KEY": ed_public_key()}
 
 
 def event(size):
@@ -84,6 +109,23 @@ def stripe_signature(body):
     return [("stripe-signature", f"t={t},v1={mac}")]
 
 
+def sw_signature(body, ed25519):
+    """Standard Webhooks headers: v1a (Ed25519) or v1 (HMAC-SHA256)."""
+    import base64
+    import hashlib
+    import hmac
+    import time
+    t, mid = str(int(time.time())), "msg_bench_1"
+    signed = f"{mid}.{t}.".encode() + body
+    if ed25519:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        sig = "v1a," + base64.b64encode(Ed25519PrivateKey.from_private_bytes(ED_SEED).sign(signed)).decode()
+    else:
+        key = base64.b64decode(SW_SECRET.removeprefix("whsec_"))
+        sig = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    return [("webhook-id", mid), ("webhook-timestamp", t), ("webhook-signature", sig)]
+
+
 GH = [("x-github-delivery", "d-1"), ("x-github-hook-id", "h-1")]
 JSON = [("content-type", "application/json")]
 CASES = [  # label, description, envoy, path, headers, body
@@ -98,12 +140,16 @@ CASES = [  # label, description, envoy, path, headers, body
     ("d", "stripe 1 KiB json", "d", "/webhooks/stripe", JSON, event(1024)),
     ("e", "stripe 64 KiB json", "d", "/webhooks/stripe", JSON, event(65536)),
     ("v", "(d), signature verified", "v", "/webhooks/stripe", JSON + stripe_signature(event(1024)), event(1024)),
+    ("ved", "(d), Ed25519 verified (v1a)", "ved", "/webhooks/sw", JSON + sw_signature(event(1024), True), event(1024)),
+    ("vs", "(d)'s body, signature streamed", "vs", "/webhooks/sw", JSON + sw_signature(event(1024), False),
+     event(1024)),
 ]
 CASES += [(c[0] + ".so", "module: " + c[1].replace("hookstamp, ", ""), c[2] + ".so", *c[3:])
-          for c in CASES if c[0] in ("b", "c", "c+", "d", "e", "v")]
+          for c in CASES if c[0] in ("b", "c", "c+", "d", "e", "v", "ved", "vs")]
 # What each case is compared with as "(a)": Envoy without a filter, given
 # the same request; a 64 KiB body costs Envoy itself more than "{}" does.
-BASE = {"d": "a1k", "e": "a64k", "v": "a1k", "d.so": "a1k", "e.so": "a64k", "v.so": "a1k"}
+BASE = {"d": "a1k", "e": "a64k", "v": "a1k", "ved": "a1k", "vs": "a1k",
+        "d.so": "a1k", "e.so": "a64k", "v.so": "a1k", "ved.so": "a1k", "vs.so": "a1k"}
 
 
 def base(label):
@@ -124,10 +170,10 @@ def start(name, prefix=(), timeout=30):
     port = proxy.free_port()
     native = wasm == proxy.SO
     boot = proxy.bootstrap({"bench": (port, cfg)}, 1, proxy.free_port(), direct=True,
-                           wasm=None if native else wasm, env={"STRIPE_WHSEC": STRIPE_SECRET},
+                           wasm=None if native else wasm, env=BENCH_ENV,
                            build="dynmod" if native else "wasm")
     # The module's secret is Envoy's own environment.
-    e = proxy.Envoy(boot, timeout=timeout, prefix=prefix, env={"STRIPE_WHSEC": STRIPE_SECRET})
+    e = proxy.Envoy(boot, timeout=timeout, prefix=prefix, env=BENCH_ENV)
     if e.proc.poll() is not None:
         raise RuntimeError(f"envoy ({name}) exited:\n{e.log_text()[-3000:]}")
     if PIN and not prefix:
