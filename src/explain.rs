@@ -79,31 +79,13 @@ where
                 .and_then(|k| crate::key::eval(k, &offered.values()))
                 .map(|t| String::from_utf8_lossy(&t).into_owned())
                 .unwrap_or_default();
-            if decision.signature.is_some() {
-                out.push(format!(
-                    "signature: {}",
-                    signature_words(src, decision.signature.as_ref())
-                ));
-            }
-            out.push(format!(
-                "events: {t:?} is dropped by the source's events rule: answered {} {} ({}); nothing reaches the queue",
-                r.status, r.body, r.details
-            ));
-            return out;
+            let what = format!("events: {t:?} is dropped by the source's events rule");
+            return answered(out, src, &decision, r, what);
         }
         if r.details.starts_with("hookstamp.handshake") {
             let name = src.handshake.as_ref().map_or("", |h| h.name());
-            if decision.signature.is_some() {
-                out.push(format!(
-                    "signature: {}",
-                    signature_words(src, decision.signature.as_ref())
-                ));
-            }
-            out.push(format!(
-                "handshake: the {name} handshake, answered {} {} ({}); nothing reaches the queue",
-                r.status, r.body, r.details
-            ));
-            return out;
+            let what = format!("handshake: the {name} handshake");
+            return answered(out, src, &decision, r, what);
         }
         out.push(format!(
             "signature: {}: refused, answered {} {} ({})",
@@ -292,6 +274,29 @@ fn body_line(cfg: &Config, src: &Source, body: &[u8], decision: &Decision) -> St
             _ => format!("body: {n} bytes, not valid JSON: it ends before its value does"),
         },
     }
+}
+
+/// An answer of the filter's own that refuses nothing (a handshake, a
+/// dropped event): the signature's line where it was checked, then what
+/// was answered.
+fn answered(
+    mut out: Vec<String>,
+    src: &Source,
+    decision: &Decision,
+    r: &crate::reply::Reply,
+    what: String,
+) -> Vec<String> {
+    if decision.signature.is_some() {
+        out.push(format!(
+            "signature: {}",
+            signature_words(src, decision.signature.as_ref())
+        ));
+    }
+    out.push(format!(
+        "{what}, answered {} {} ({}); nothing reaches the queue",
+        r.status, r.body, r.details
+    ));
+    out
 }
 
 /// A signature's result, in words: the scheme, and for a failure which

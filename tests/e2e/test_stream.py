@@ -43,14 +43,28 @@ class Records:
         return rec
 
 
-def h1_upstream(records):
-    """An HTTP/1.1 upstream that counts body bytes as they come and marks a
-    request complete only when its length (or its last chunk) is in."""
+def listen(serve):
+    """A socket on 127.0.0.1 whose connections `serve` takes, a thread each."""
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", 0))
     srv.listen(64)
 
+    def accept():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return srv
+
+
+def h1_upstream(records):
+    """An HTTP/1.1 upstream that counts body bytes as they come and marks a
+    request complete only when its length (or its last chunk) is in."""
     def serve(conn):
         buf = b""
         with conn:
@@ -97,16 +111,7 @@ def h1_upstream(records):
                 rec["complete"] = True
                 conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
 
-    def accept():
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return srv
+    return listen(serve)
 
 
 def h2_upstream(records):
@@ -115,11 +120,6 @@ def h2_upstream(records):
     import h2.config
     import h2.connection
     import h2.events
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-
     def serve(sock):
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
         conn.initiate_connection()
@@ -149,16 +149,7 @@ def h2_upstream(records):
                         streams[ev.stream_id]["reset"] = True
                 sock.sendall(conn.data_to_send())
 
-    def accept():
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return srv
+    return listen(serve)
 
 
 @pytest.fixture(scope="module", params=["wasm", "dynmod"])
