@@ -36,7 +36,9 @@ wasm: setup-run        ## the filter: target/hookstamp.wasm
 
 dynamic-module:        ## the filter as an Envoy dynamic module (1.38-1.40): target/libhookstamp.so
 	cargo build --profile dynmod --lib --features dynamic-module
-	cp target/dynmod/libhookstamp.so target/libhookstamp.so
+	@# A new file renamed into place: an Envoy that has the old one loaded keeps it.
+	cp target/dynmod/libhookstamp.so target/libhookstamp.so.new
+	mv target/libhookstamp.so.new target/libhookstamp.so
 	@echo "built target/libhookstamp.so ($$(stat -c %s target/libhookstamp.so) bytes)"
 
 fmt:                   ## rustfmt over every crate
@@ -93,9 +95,10 @@ soak: setup wasm       ## 200 000 mixed requests at 64 connections through Envoy
 	cargo build
 	cd tests/e2e && python3 soak.py --requests $(or $(SOAK_REQUESTS),200000) --conns 64
 
-soak-short: setup wasm   ## the short soak that make test includes
+soak-short: setup wasm dynamic-module   ## the short soak that make test includes, with the .wasm and the .so
 	cargo build
 	cd tests/e2e && python3 soak.py --requests 20000 --conns 64
+	cd tests/e2e && HOOKSTAMP_BUILD=dynmod python3 soak.py --requests 20000 --conns 64
 
 soak-attack: setup wasm   ## deliveries while an attacker mix holds several budgets: >= 99 % stamped first try
 	cargo build

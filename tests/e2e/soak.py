@@ -158,7 +158,10 @@ def main():
     tpls = templates()
     up = upstream.start()
     configs = {name: (proxy.free_port(), t["config"]) for name, t in tables()}
-    envoy = proxy.Envoy(proxy.bootstrap(configs, up.server_address[1], proxy.free_port(), env=SECRETS))
+    # The secrets: the .wasm's VMs get them from the bootstrap, the dynamic
+    # module (HOOKSTAMP_BUILD=dynmod) from Envoy's own environment.
+    envoy = proxy.Envoy(proxy.bootstrap(configs, up.server_address[1], proxy.free_port(), env=SECRETS),
+                        env=SECRETS)
     try:
         now = int(time.time())
         n_signed = args.requests // 10
