@@ -90,23 +90,31 @@ impl Stamped<'_> {
     /// Empty where nothing is missing. Names and bounded reasons only,
     /// never a key or a body byte.
     pub fn why(&self, unverified: Option<Reason>) -> String {
-        let mut out: Vec<String> = Vec::new();
+        let mut out = String::new();
+        let mut item = |parts: &[&str]| {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            for p in parts {
+                out.push_str(p);
+            }
+        };
         if let Some(r) = unverified {
-            out.push(format!("signature={}", r.as_str()));
+            item(&["signature=", r.as_str()]);
         }
         if let Some(m) = self.event_type_missing {
-            out.push(format!("event-type={}", m.as_str()));
+            item(&["event-type=", m.as_str()]);
         }
         if let Some(m) = self.dedupe_key_missing {
-            out.push(format!("dedupe={}", m.as_str()));
+            item(&["dedupe=", m.as_str()]);
         }
         for (sink, m) in &self.lane_keys_missing {
-            out.push(format!("lane-{sink}={}", m.as_str()));
+            item(&["lane-", &sink.to_string(), "=", m.as_str()]);
         }
         for sink in &self.lane_groups_hashed {
-            out.push(format!("lane-{sink}-group=hashed"));
+            item(&["lane-", &sink.to_string(), "-group=hashed"]);
         }
-        out.join(" ")
+        out
     }
 }
 
@@ -327,8 +335,8 @@ pub fn stamp<'a>(
     let values = offered.values();
     let lookup = |k: &KeySource| key::eval(k, &values);
     let h = &mut out.headers;
-    h.push((stamps::SOURCE, stamps::encode(src.id.as_bytes())));
-    h.push((stamps::TENANT, stamps::encode(tenant.as_bytes())));
+    h.push((stamps::SOURCE, stamps::encode_str(&src.id)));
+    h.push((stamps::TENANT, stamps::encode_str(tenant)));
     if let Some(v) = verified {
         h.push((
             stamps::VERIFIED,
@@ -554,14 +562,13 @@ fn owned<'a>(f: Found<'_>) -> Found<'a> {
 
 /// `<tenant>:<source_id>:<key>`, percent-encoded.
 fn idempotency_key<'a>(tenant: &str, source_id: &str, key: &[u8]) -> Cow<'a, str> {
-    let mut raw = Vec::with_capacity(tenant.len() + source_id.len() + key.len() + 2);
-    raw.extend_from_slice(tenant.as_bytes());
-    raw.push(b':');
-    raw.extend_from_slice(source_id.as_bytes());
-    raw.push(b':');
-    raw.extend_from_slice(key);
-    match String::from_utf8(raw) {
-        Ok(s) => Cow::Owned(stamps::encode_string(s)),
-        Err(e) => Cow::Owned(stamps::encode(e.as_bytes()).into_owned()),
-    }
+    // The encoding is byte by byte: each part encoded in turn is the
+    // encoding of the joined key, with no joined copy to validate.
+    let mut out = Vec::with_capacity(tenant.len() + source_id.len() + key.len() + 8);
+    stamps::encode_into(&mut out, tenant.as_bytes());
+    out.push(b':');
+    stamps::encode_into(&mut out, source_id.as_bytes());
+    out.push(b':');
+    stamps::encode_into(&mut out, key);
+    Cow::Owned(stamps::ascii(out))
 }

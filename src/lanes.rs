@@ -82,10 +82,12 @@ impl Lane {
 
 /// A lane id in lowercase hex, as it is stamped.
 pub fn hex(id: &[u8; 16]) -> String {
-    let mut buf = [0u8; 32];
-    // 32 bytes always hold the hex of 16: this cannot fail.
-    let _ = hex::encode_to_slice(id, &mut buf);
-    buf.iter().copied().map(char::from).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = Vec::with_capacity(32);
+    for &b in id {
+        out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xF)]]);
+    }
+    stamps::ascii(out)
 }
 
 /// The 16-byte lane id: the first 16 bytes of SHA-256 over

@@ -19,13 +19,22 @@ pub fn parse(raw: &[u8]) -> Option<Vec<(&str, &[u8])>> {
         return None;
     }
     let mut map = Vec::with_capacity(count);
+    // One check of the whole buffer serves every name where it is text (a
+    // header map nearly always is); otherwise each name on its own.
+    let text = std::str::from_utf8(raw).ok();
     for i in 0..count {
         let name_len = usize::try_from(u32le(raw, 4 + 8 * i)?).ok()?;
         let value_len = usize::try_from(u32le(raw, 8 + 8 * i)?).ok()?;
         let (name, after) = field(raw, next, name_len)?;
+        // A name is followed by a NUL, a char boundary: in a text buffer
+        // the name is text exactly when it starts on a boundary.
+        let name = match text.and_then(|t| t.get(next..after - 1)) {
+            Some(n) => n,
+            None => std::str::from_utf8(name).ok()?,
+        };
         let (value, after) = field(raw, after, value_len)?;
         next = after;
-        map.push((std::str::from_utf8(name).ok()?, value));
+        map.push((name, value));
     }
     Some(map)
 }

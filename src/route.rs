@@ -100,18 +100,21 @@ fn handshake<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
 
 /// The source a canonical path names; anything else is rejected.
 fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
-    let path = path.split(['?', '#']).next().unwrap_or("");
+    // `?` and `#` are ASCII: where one is, is a char boundary.
+    let end = path.bytes().position(|b| b == b'?' || b == b'#');
+    let path = end.and_then(|e| path.get(..e)).unwrap_or(path);
     let mut segs = path.split('/').filter(|s| !s.is_empty());
     for want in &cfg.prefix {
         if segs.next() != Some(want.as_str()) {
             return Route::UnknownSource;
         }
     }
-    let rest: Vec<&str> = segs.collect();
-    match rest.as_slice() {
+    // At most two more segments name a source; a third is refused.
+    let rest = [segs.next(), segs.next(), segs.next()];
+    match rest {
         // By the path form a source has its own tenant, which a tenant
         // list (or per-tenant secrets) must name.
-        [id] => match cfg.find(id) {
+        [Some(id), None, _] => match cfg.find(id) {
             Some((index, s)) if s.routing.path() && s.accepts(&s.tenant) => Route::Source(Target {
                 index,
                 source: s,
@@ -119,7 +122,7 @@ fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
             }),
             _ => Route::UnknownSource,
         },
-        [tenant, id] if tenant_ok(tenant) => match cfg.find(id) {
+        [Some(tenant), Some(id), None] if tenant_ok(tenant) => match cfg.find(id) {
             Some((index, s))
                 if s.routing.tenant_path()
                     && (s.tenant == DEFAULT_TENANT || s.tenant == *tenant)

@@ -57,27 +57,46 @@ pub fn encode(raw: &[u8]) -> Cow<'_, str> {
             return Cow::Borrowed(s);
         }
     }
+    let mut out = Vec::with_capacity(raw.len() + 8);
+    encode_into(&mut out, raw);
+    Cow::Owned(ascii(out))
+}
+
+/// `encode` of a string: one pass, no re-validation of what is already
+/// text where nothing needs encoding.
+pub fn encode_str(s: &str) -> Cow<'_, str> {
+    if s.bytes().all(safe) {
+        Cow::Borrowed(s)
+    } else {
+        encode(s.as_bytes())
+    }
+}
+
+/// Appends `encode(raw)` to `out`: the encoding is byte by byte, so the
+/// encoding of a concatenation is the concatenation of the encodings.
+pub fn encode_into(out: &mut Vec<u8>, raw: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut out = String::with_capacity(raw.len() + 8);
     for &b in raw {
         if safe(b) {
-            out.push(char::from(b));
+            out.push(b);
         } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xF)]));
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xF)]]);
         }
     }
-    Cow::Owned(out)
+}
+
+/// Bytes written by `encode_into` (or hex digits) as a String: always
+/// ASCII, so the lossy conversion never replaces anything and borrows.
+pub fn ascii(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// `encode` of an owned string, which is kept when nothing needs encoding.
 pub fn encode_string(s: String) -> String {
-    match encode(s.as_bytes()) {
-        Cow::Borrowed(_) => None,
-        Cow::Owned(e) => Some(e),
+    if s.bytes().all(safe) {
+        return s;
     }
-    .unwrap_or(s)
+    encode(s.as_bytes()).into_owned()
 }
 
 /// `encode`, keeping the lifetime of a borrowed key.
@@ -97,6 +116,13 @@ mod tests {
         assert_eq!(encode(b"a b%\n\x00\xff~!"), "a%20b%25%0A%00%FF~!");
         assert!(matches!(encode(b"evt_1~!"), Cow::Borrowed("evt_1~!")));
         assert_eq!(encode(b""), "");
+        assert_eq!(encode_str("a b%é"), "a%20b%25%C3%A9");
+        assert!(matches!(encode_str("evt_1"), Cow::Borrowed("evt_1")));
+        assert_eq!(encode_string("x y".to_owned()), "x%20y");
+        let mut v = Vec::new();
+        encode_into(&mut v, b"t:");
+        encode_into(&mut v, b"a b");
+        assert_eq!(ascii(v), encode(b"t:a b"));
     }
 
     #[test]

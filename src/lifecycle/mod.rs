@@ -227,6 +227,28 @@ impl Vm {
                 }
             }
         };
+        if matches!(check, Check::Off) && !src.needs_body() {
+            // Stamped now, from the headers as they are: nothing is held,
+            // so nothing is copied into a `Held`.
+            let now = Stamping {
+                plugin,
+                source,
+                tenant,
+                header_keys: &keys,
+                streaming: false,
+                method: &method,
+                path: &path,
+                spoofed,
+            };
+            return Ok(stamp_and_forward(
+                host,
+                &now,
+                Body::Bytes(&[]),
+                None,
+                None,
+                None,
+            ));
+        }
         let root = self.streams.get(&context).map_or(0, |s| s.root);
         let mut w = Held {
             plugin: plugin.clone(),
@@ -841,13 +863,48 @@ fn forward(
     verified: Option<bool>,
     unverified: Option<Reason>,
 ) -> HeadersStatus {
-    let plugin = &w.plugin;
-    let Some(src) = w.source() else {
+    let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
+    let view = Stamping {
+        plugin: &w.plugin,
+        source: w.source,
+        tenant: &w.tenant,
+        header_keys: &keys,
+        streaming: w.streaming,
+        method: &w.method,
+        path: &w.path,
+        spoofed: w.spoofed,
+    };
+    stamp_and_forward(host, &view, body, held, verified, unverified)
+}
+
+/// What the stamps of a request need, borrowed: from a held request, or
+/// from the headers of one stamped at once (which is then never copied
+/// into a `Held`).
+struct Stamping<'a> {
+    plugin: &'a Plugin,
+    source: usize,
+    tenant: &'a str,
+    header_keys: &'a [Option<&'a [u8]>],
+    streaming: bool,
+    method: &'a str,
+    path: &'a str,
+    spoofed: usize,
+}
+
+fn stamp_and_forward(
+    host: &mut impl Host,
+    w: &Stamping<'_>,
+    body: Body<'_>,
+    held: Option<[u8; 32]>,
+    verified: Option<bool>,
+    unverified: Option<Reason>,
+) -> HeadersStatus {
+    let plugin = w.plugin;
+    let Some(src) = plugin.config.sources.get(w.source) else {
         return answer_internal(host, Some(plugin), &Failure::NoSource.to_string());
     };
     let m = plugin.metrics.source(w.source);
-    let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
-    let mut stamped = decide::stamp(src, &w.tenant, &keys, body, held, verified);
+    let mut stamped = decide::stamp(src, w.tenant, w.header_keys, body, held, verified);
     if w.streaming {
         stamped.streamed();
     }
@@ -856,8 +913,8 @@ fn forward(
         decide::add_seal(
             &plugin.config,
             now_s,
-            &w.method,
-            &w.path,
+            w.method,
+            w.path,
             &mut stamped,
             held.as_ref(),
         );
