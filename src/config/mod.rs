@@ -182,6 +182,10 @@ impl Source {
 impl Config {
     /// Looks a source up by id: its index and itself.
     pub fn find(&self, id: &str) -> Option<(usize, &Source)> {
+        // A few sources: comparing ids is cheaper than hashing one.
+        if self.sources.len() <= 8 {
+            return self.sources.iter().enumerate().find(|(_, s)| s.id == id);
+        }
         let i = *self.by_id.get(id)?;
         Some((i, self.sources.get(i)?))
     }

@@ -440,7 +440,12 @@ impl Vm {
         if !self.fits(w.root, need, cfg.max_held_bytes) {
             return data(self.busy(host, &w));
         }
-        w.body.reserve_exact(growth.capacity - len);
+        // A body that arrives whole in one chunk is kept as the host handed
+        // it over, not copied again.
+        let whole = keeps && end_of_stream && len == 0;
+        if !whole {
+            w.body.reserve_exact(growth.capacity - len);
+        }
         match host.request_body(size) {
             Ok(chunk) => {
                 if let Check::Running(p) = &mut w.check {
@@ -450,7 +455,9 @@ impl Vm {
                     sha2::Digest::update(h.as_mut(), &chunk);
                 }
                 w.seen_bytes = seen + chunk.len();
-                if keeps {
+                if whole {
+                    w.body = chunk;
+                } else if keeps {
                     w.body.extend_from_slice(&chunk);
                 }
             }
@@ -755,7 +762,11 @@ fn lossy<'h>(headers: &[(&str, &'h [u8])], name: &str) -> std::borrow::Cow<'h, s
         .iter()
         .find(|(n, _)| *n == name)
         .map_or(&[][..], |(_, v)| v);
-    String::from_utf8_lossy(value)
+    // Nearly always text: checked once, borrowed; the lossy form otherwise.
+    match std::str::from_utf8(value) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(value),
+    }
 }
 
 fn text<'h>(headers: &[(&str, &'h [u8])], name: &str) -> &'h str {
