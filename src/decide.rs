@@ -91,6 +91,14 @@ impl Stamped<'_> {
     /// never a key or a body byte.
     pub fn why(&self, unverified: Option<Reason>) -> String {
         let mut out = String::new();
+        if unverified.is_some()
+            || self.event_type_missing.is_some()
+            || self.dedupe_key_missing.is_some()
+            || !self.lane_keys_missing.is_empty()
+            || !self.lane_groups_hashed.is_empty()
+        {
+            out.reserve(64);
+        }
         let mut item = |parts: &[&str]| {
             if !out.is_empty() {
                 out.push(' ');

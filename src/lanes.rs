@@ -83,11 +83,11 @@ impl Lane {
 /// A lane id in lowercase hex, as it is stamped.
 pub fn hex(id: &[u8; 16]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = Vec::with_capacity(32);
-    for &b in id {
-        out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xF)]]);
+    let mut out = [0u8; 32];
+    for (pair, &b) in out.chunks_exact_mut(2).zip(id) {
+        pair.copy_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xF)]]);
     }
-    stamps::ascii(out)
+    stamps::ascii(out.to_vec())
 }
 
 /// The 16-byte lane id: the first 16 bytes of SHA-256 over

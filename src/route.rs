@@ -98,12 +98,34 @@ fn handshake<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
     }
 }
 
+/// The non-empty segments of a path between its `/`s (a byte search: `/`
+/// is ASCII, so every cut is a char boundary).
+struct Segments<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Iterator for Segments<'a> {
+    type Item = &'a str;
+    fn next(&mut self) -> Option<&'a str> {
+        while !self.rest.is_empty() {
+            let r = self.rest;
+            let end = r.bytes().position(|b| b == b'/').unwrap_or(r.len());
+            self.rest = r.get(end + 1..).unwrap_or("");
+            match r.get(..end) {
+                Some(seg) if !seg.is_empty() => return Some(seg),
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
 /// The source a canonical path names; anything else is rejected.
 fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
     // `?` and `#` are ASCII: where one is, is a char boundary.
     let end = path.bytes().position(|b| b == b'?' || b == b'#');
     let path = end.and_then(|e| path.get(..e)).unwrap_or(path);
-    let mut segs = path.split('/').filter(|s| !s.is_empty());
+    let mut segs = Segments { rest: path };
     for want in &cfg.prefix {
         if segs.next() != Some(want.as_str()) {
             return Route::UnknownSource;
