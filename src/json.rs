@@ -72,9 +72,22 @@ pub fn scan<'a>(body: &'a [u8], paths: &[Path]) -> Result<Vec<Option<Scalar<'a>>
         stack: Vec::new(),
     };
     let mut out: Vec<Option<Scalar<'a>>> = vec![None; paths.len()];
-    let all: Vec<usize> = (0..paths.len()).collect();
+    let mut few = [0usize; FEW];
+    let many: Vec<usize>;
+    let all: &[usize] = match few.get_mut(..paths.len()) {
+        Some(f) => {
+            for (i, slot) in f.iter_mut().enumerate() {
+                *slot = i;
+            }
+            f
+        }
+        None => {
+            many = (0..paths.len()).collect();
+            &many
+        }
+    };
     p.ws();
-    let ok = p.value_on(0, &all, paths, &mut out).is_some() && {
+    let ok = p.value_on(0, all, paths, &mut out).is_some() && {
         p.ws();
         p.i == p.b.len()
     };
@@ -83,6 +96,9 @@ pub fn scan<'a>(body: &'a [u8], paths: &[Path]) -> Result<Vec<Option<Scalar<'a>>
     }
     Ok(out)
 }
+
+/// Up to this many paths, the candidates of a key are kept on the stack.
+const FEW: usize = 8;
 
 /// Whether the whole body is valid JSON (the same grammar as `extract`).
 pub fn is_valid(body: &[u8]) -> bool {
@@ -196,26 +212,39 @@ impl<'a> Parser<'a> {
             self.ws();
             self.expect(b':')?;
             self.ws();
-            let sub: Vec<usize> = cands
-                .iter()
-                .copied()
-                .filter(|&c| {
-                    paths
-                        .get(c)
-                        .and_then(|p| p.get(depth))
-                        .is_some_and(|seg| *seg == *key)
-                })
-                .collect();
+            let on = |&c: &usize| {
+                paths
+                    .get(c)
+                    .and_then(|p| p.get(depth))
+                    .is_some_and(|seg| *seg == *key)
+            };
+            // The candidates on this key: on the stack for a few paths (no
+            // allocation per key), a Vec for many.
+            let mut few = [0usize; FEW];
+            let many: Vec<usize>;
+            let sub: &[usize] = if cands.len() <= FEW {
+                let mut n = 0;
+                for &c in cands.iter().filter(|c| on(c)) {
+                    if let Some(slot) = few.get_mut(n) {
+                        *slot = c;
+                        n += 1;
+                    }
+                }
+                few.get(..n).unwrap_or_default()
+            } else {
+                many = cands.iter().copied().filter(on).collect();
+                &many
+            };
             if sub.is_empty() {
                 self.skip_value()?;
             } else {
                 // A duplicate key replaces everything an earlier one held.
-                for &c in &sub {
+                for &c in sub {
                     if let Some(slot) = out.get_mut(c) {
                         *slot = None;
                     }
                 }
-                self.value_on(depth + 1, &sub, paths, out)?;
+                self.value_on(depth + 1, sub, paths, out)?;
             }
             self.ws();
             match self.peek()? {
