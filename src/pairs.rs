@@ -97,9 +97,14 @@ const JOINED: &[&str] = &[
     "connection",
     "content-type",
     "expect",
+    "grpc-accept-encoding",
     "grpc-timeout",
+    "if-match",
+    "if-modified-since",
+    "if-none-match",
     "keep-alive",
     "origin",
+    "pragma",
     "proxy-connection",
     "proxy-status",
     "referer",
@@ -109,16 +114,32 @@ const JOINED: &[&str] = &[
     "user-agent",
     "via",
     "x-client-trace-id",
+    "x-envoy-original-path",
     "x-forwarded-client-cert",
     "x-forwarded-for",
     "x-forwarded-host",
+    "x-forwarded-port",
     "x-forwarded-proto",
     "x-request-id",
 ];
 
+/// A value without its leading and trailing spaces and tabs.
+fn trim_blanks(v: &[u8]) -> &[u8] {
+    let start = v
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(start, |i| i + 1);
+    &v[start..end]
+}
+
 /// A header list as Envoy hands it to the filter: names lowercase, and a
 /// repeat of a header Envoy keeps once (see `JOINED`) joined onto its first
-/// value with `,`. The CLI and the native tables give `decide` this list,
+/// value with `,`, values without their surrounding blanks, `host` read as
+/// `:authority`. The CLI and the native tables give `decide` this list,
 /// so that they answer as the filter does for any list a client sends.
 pub fn as_envoy_gives<N, V>(headers: &[(N, V)]) -> Vec<(String, Vec<u8>)>
 where
@@ -127,14 +148,21 @@ where
 {
     let mut out: Vec<(String, Vec<u8>)> = Vec::with_capacity(headers.len());
     for (n, v) in headers {
-        let name = n.as_ref().to_ascii_lowercase();
+        let mut name = n.as_ref().to_ascii_lowercase();
+        // HTTP/1's Host is HTTP/2's :authority, the name the filter sees.
+        if name == "host" {
+            name = ":authority".to_owned();
+        }
+        // A value's surrounding blanks are not part of it (Envoy's codecs
+        // drop them).
+        let v = trim_blanks(v.as_ref());
         let joined = JOINED.contains(&name.as_str());
         match out.iter_mut().find(|(o, _)| joined && *o == name) {
             Some((_, first)) => {
                 first.push(b',');
-                first.extend_from_slice(v.as_ref());
+                first.extend_from_slice(v);
             }
-            None => out.push((name, v.as_ref().to_vec())),
+            None => out.push((name, v.to_vec())),
         }
     }
     out
