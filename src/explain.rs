@@ -387,6 +387,7 @@ fn signature_words(src: &Source, r: Option<&Result<(), Failure>>) -> String {
         Why::BodyHash => {
             "the URL's bodySHA256 is not the SHA-256 of the body (the body was changed)".to_owned()
         }
+        Why::TokenBody => "the body could be a CRC token (at most 256 token characters), which this source's CRC handshake signs for anyone: never verified".to_owned(),
         Why::OverLimit => "the body is over max_json_bytes: never verified".to_owned(),
     };
     format!("did not verify ({name}): {story} [{}]", f.reason.as_str())

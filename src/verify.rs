@@ -260,6 +260,11 @@ pub struct Verify {
     pub public_url: Option<PublicUrl>,
     /// When the signature is checked against the body (see `Mode`).
     pub mode: Mode,
+    /// The source answers the X/Twitter CRC, which signs any token a client
+    /// sends with the source's first secret: a body that could be such a
+    /// token (at most 256 bytes, all token characters) never verifies, so
+    /// the CRC's answer is never a hook's signature.
+    pub refuses_tokens: bool,
 }
 
 /// When a source's signature is checked.
@@ -343,6 +348,9 @@ pub enum Why {
     },
     /// No signature in the header matched the HMAC of any secret.
     Mismatch { signatures: usize, secrets: usize },
+    /// The body could be a CRC token, which this source's CRC handshake
+    /// signs for anyone: never verified.
+    TokenBody,
     /// Where Ed25519 is in play: no HMAC signature matched any HMAC secret
     /// and no Ed25519 signature verified under any public key (each
     /// counted).
@@ -473,6 +481,9 @@ struct Rest {
     /// The signed content after the body.
     after: Vec<u8>,
     body: BodyRule,
+    /// With `refuses_tokens`: the body's length while every byte of it is a
+    /// token's (`None` once one is not, or it outgrows a token).
+    token_body: Option<usize>,
 }
 
 impl fmt::Debug for Pending {
@@ -498,6 +509,10 @@ impl Pending {
         for v in &mut rest.eds {
             v.update(chunk);
         }
+        rest.token_body = rest.token_body.map(|n| n + chunk.len()).filter(|&n| {
+            n <= crate::handshake::MAX_TOKEN
+                && chunk.iter().all(|&b| crate::handshake::token_byte(b))
+        });
         if let BodyRule::Sha256 { hash, .. } = &mut rest.body {
             sha2::Digest::update(hash.as_mut(), chunk);
         }
@@ -524,7 +539,11 @@ impl Pending {
             ed25519,
             after,
             body: rule,
+            token_body,
         } = *rest;
+        if token_body.is_some() {
+            return Err(Failure::new(Reason::Mismatch, Why::TokenBody));
+        }
         if let BodyRule::TwilioForm = rule {
             let signed = twilio_fields(body);
             for m in &mut macs {
@@ -1002,6 +1021,7 @@ impl Verify {
                 ed25519: plan.ed25519,
                 after: plan.after,
                 body: plan.body,
+                token_body: self.refuses_tokens.then_some(0),
             }),
         })
     }
@@ -1045,6 +1065,7 @@ mod tests {
             on_failure: OnFailure::Reject,
             public_url: None,
             mode: Mode::Hold,
+            refuses_tokens: false,
         };
         let body = b"{\"zen\":\"hi\"}";
         let sig = format!("sha256={}", hex::encode(hmac256(b"new", body)));
@@ -1088,6 +1109,7 @@ mod tests {
             on_failure: OnFailure::Reject,
             public_url,
             mode: Mode::Hold,
+            refuses_tokens: false,
         }
     }
 

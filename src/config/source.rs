@@ -110,7 +110,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         Some(_) => d.push(&scope, "not_a_list", "sinks must be a list"),
     }
     let routing = routing_of(field(obj, "routing"), &scope, d).unwrap_or(ctx.routing);
-    let verify = field(obj, "verify")
+    let mut verify = field(obj, "verify")
         .and_then(|v| super::verify::check(v, &Scope::Verify(id.clone()), routing, ctx.env, d));
     let mut tenants = field(obj, "tenants").and_then(|v| check_tenants(v, &scope, routing, d));
     if let Some(crate::verify::Verify {
@@ -198,6 +198,11 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
     }
     let handshake = field(obj, "handshake")
         .and_then(|h| super::handshake::check(h, verify.as_ref(), &scope, ctx.env, d));
+    // The CRC signs any token for anyone: no token-like body verifies.
+    if let (Some(v), Some(crate::handshake::Handshake::Crc { .. })) = (verify.as_mut(), &handshake)
+    {
+        v.refuses_tokens = true;
+    }
     // A streamed signature never holds the body: nothing may read it.
     if verify
         .as_ref()

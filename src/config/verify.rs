@@ -225,6 +225,7 @@ pub fn check(
         tolerance_s,
         on_failure,
         mode,
+        refuses_tokens: false,
         public_url,
     })
 }
