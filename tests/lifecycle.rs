@@ -1428,3 +1428,86 @@ fn a_twilio_form_body_is_kept_for_its_check_and_charged() {
     );
     assert_eq!((vm.held_requests(), vm.held_bytes()), (0, 0));
 }
+
+/// A streamed request never stands in the way of trimming slow held ones,
+/// is answered 408 at max_stream_ms however steadily it trickles, and its
+/// events rule drops it only once its signature verified.
+#[test]
+fn streams_keep_their_own_order_a_total_limit_and_drop_only_when_verified() {
+    let cfg = r#"{"max_json_bytes": 1000, "max_held_bytes": 6000, "max_hold_ms": 1000,
+      "slow_body_ms": 100, "max_stream_ms": 2500,
+      "sources": [
+        {"id": "gh", "dedupe": "github", "events": {"drop": ["ping"]},
+         "verify": {"scheme": "github", "secrets": [{"value": "s"}], "mode": "stream"}},
+        {"id": "st", "dedupe": "stripe"}]}"#;
+    let (mut vm, mut host) = boot(cfg);
+    let body = vec![b'z'; 40];
+    let sig = github_sig("s", &body);
+    let gh = post(
+        "/webhooks/gh",
+        &[
+            ("x-github-delivery", "d-1"),
+            ("x-github-event", "push"),
+            ("x-hub-signature-256", &sig),
+            ("content-length", "40"),
+        ],
+    );
+    start(&mut vm, &mut host, 2, &gh, false);
+    // The stream's deadline comes before theirs: it would stand first in
+    // one order.
+    host.now_ms += 500;
+    // Held uploads filling the budget past three quarters, slowly.
+    for ctx in 3..10 {
+        start(
+            &mut vm,
+            &mut host,
+            ctx,
+            &post("/webhooks/st", &[("content-length", "900")]),
+            false,
+        );
+        chunk(&mut vm, &mut host, ctx, &[b'x'; 500], false);
+    }
+    host.now_ms += 200;
+    vm.on_tick(&mut host, ROOT);
+    assert!(
+        replied(&host).contains(&408),
+        "the slow held uploads are trimmed, the stream in the pool or not: {:?}",
+        replied(&host)
+    );
+    // The stream trickles a byte every 900 ms: answered at max_stream_ms.
+    let (mut vm, mut host) = boot(cfg);
+    start(&mut vm, &mut host, 2, &gh, false);
+    for i in 0..3 {
+        host.now_ms += 900;
+        host.context = 2;
+        chunk(&mut vm, &mut host, 2, &body[i..=i], false);
+        vm.on_tick(&mut host, ROOT);
+    }
+    assert_eq!(
+        replied(&host),
+        vec![408],
+        "idle never, but past 2500 ms in all"
+    );
+    // A dropped type: a forgery is refused 401, a verified one dropped.
+    for (signature, want) in [(github_sig("not-s", &body), 401), (sig.clone(), 200)] {
+        let (mut vm, mut host) = boot(cfg);
+        let h = post(
+            "/webhooks/gh",
+            &[
+                ("x-github-delivery", "d-2"),
+                ("x-github-event", "ping"),
+                ("x-hub-signature-256", &signature),
+                ("content-length", "40"),
+            ],
+        );
+        assert_eq!(
+            start(&mut vm, &mut host, 2, &h, false),
+            HeadersStatus::Continue
+        );
+        assert_eq!(
+            chunk(&mut vm, &mut host, 2, &body, true),
+            DataStatus::StopNoBuffer
+        );
+        assert_eq!(replied(&host), vec![want]);
+    }
+}

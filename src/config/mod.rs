@@ -80,6 +80,10 @@ pub struct Config {
     /// budget is fuller than `budget::trim_to`, the tick answers the slow
     /// ones 408, the stalest first.
     pub slow_body_ms: u64,
+    /// How long a streamed request (`"mode": "stream"`) may take in all,
+    /// however steadily its body comes: its upstream request is held open
+    /// meanwhile, which a forgery must not do for long.
+    pub max_stream_ms: u64,
     /// The stamp seal's keys (the first seals), if the queue wants sealed
     /// stamps (see `seal`).
     pub seal: Option<Vec<crate::verify::Secret>>,

@@ -21,6 +21,8 @@ pub(super) const DEFAULT_MAX_HELD_BYTES: u64 = 64 * 1_048_576;
 pub(super) const DEFAULT_MAX_HOLD_MS: u64 = 10_000;
 
 pub(super) const DEFAULT_SLOW_BODY_MS: u64 = 1_000;
+/// How long a streamed request may take in all (`"mode": "stream"`).
+pub(super) const DEFAULT_MAX_STREAM_MS: u64 = 60_000;
 
 pub(super) const TOP_LEVEL: &[&str] = &[
     "routing",
@@ -29,6 +31,7 @@ pub(super) const TOP_LEVEL: &[&str] = &[
     "max_held_bytes",
     "max_hold_ms",
     "slow_body_ms",
+    "max_stream_ms",
     "delivery",
     "affinity",
     "seal",
@@ -95,6 +98,19 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
             &Scope::Config,
             "slow_above_hold",
             format!("slow_body_ms ({slow_body_ms}) must be at most max_hold_ms ({max_hold_ms})"),
+        );
+    }
+    let max_stream_ms = count(
+        obj,
+        "max_stream_ms",
+        DEFAULT_MAX_STREAM_MS.max(max_hold_ms),
+        d,
+    );
+    if max_stream_ms < max_hold_ms {
+        d.push(
+            &Scope::Config,
+            "stream_below_hold",
+            format!("max_stream_ms ({max_stream_ms}) must be at least max_hold_ms ({max_hold_ms})"),
         );
     }
     let delivery = choice(
@@ -164,6 +180,7 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         max_held_bytes: usize::try_from(max_held_bytes).unwrap_or(usize::MAX),
         max_hold_ms,
         slow_body_ms,
+        max_stream_ms,
         seal,
         delivery,
         sources,

@@ -46,6 +46,11 @@ pub struct Vm {
     plugins: ById<Option<Rc<Plugin>>>,
     streams: ById<Stream>,
     pools: ById<Pool>,
+    /// Each plugin's streamed requests (`"mode": "stream"`), apart: charged
+    /// to the same budget, but never trimmed as slow, and their deadlines
+    /// move with every chunk, so they must not stand in the held ones'
+    /// order.
+    streamed: ById<Pool>,
 }
 
 /// A request context: its plugin's root context, and where it stands.
@@ -70,12 +75,20 @@ enum State {
 impl Vm {
     /// The bytes held now by requests waiting for their body.
     pub fn held_bytes(&self) -> usize {
-        self.pools.values().map(Pool::held).sum()
+        self.pools
+            .values()
+            .chain(self.streamed.values())
+            .map(Pool::held)
+            .sum()
     }
 
     /// How many requests are held for their body.
     pub fn held_requests(&self) -> usize {
-        self.pools.values().map(Pool::len).sum()
+        self.pools
+            .values()
+            .chain(self.streamed.values())
+            .map(Pool::len)
+            .sum()
     }
 
     /// proxy_on_context_create: a root context (parent 0) or a request.
@@ -380,7 +393,12 @@ impl Vm {
                 return data(answer_internal(host, Some(&plugin), &e.to_string()));
             }
         }
-        w.deadline_ms = now.saturating_add(plugin.config.max_hold_ms);
+        // Idle for max_hold_ms, or max_stream_ms in all: a stream keeps an
+        // upstream request open, which a forgery must not do for long.
+        let cfg = &plugin.config;
+        w.deadline_ms = now
+            .saturating_add(cfg.max_hold_ms)
+            .min(w.started_ms.saturating_add(cfg.max_stream_ms));
         self.hold(context, w);
         DataStatus::Continue
     }
@@ -526,10 +544,20 @@ impl Vm {
         let Some(plugin) = self.plugins.get(&root).cloned().flatten() else {
             return;
         };
-        let Some(pool) = self.pools.get(&root) else {
-            return;
+        let mut answers = match self.pools.get(&root) {
+            Some(pool) => self.due(pool, now, &plugin.config, self.held_by(root)),
+            None => Vec::new(),
         };
-        let answers = self.due(pool, now, &plugin.config);
+        // Streamed requests are only ever late (idle, or past
+        // max_stream_ms): their own order, the stalest first.
+        if let Some(streamed) = self.streamed.get(&root) {
+            for (deadline, c) in streamed.stalest() {
+                if answers.len() >= MAX_REPLIES_PER_CALL || deadline >= now {
+                    break;
+                }
+                answers.push((c, true));
+            }
+        }
         if answers.is_empty() {
             return;
         }
@@ -557,10 +585,8 @@ impl Vm {
     /// `budget::trim_to`, until it is not): at most MAX_REPLIES_PER_CALL.
     /// A pool's requests share max_hold_ms, so the stalest is also the one
     /// held longest: the pass stops at the first request that is neither.
-    fn due(&self, pool: &Pool, now: u64, cfg: &Config) -> Vec<(u32, bool)> {
-        let mut over = pool
-            .held()
-            .saturating_sub(budget::trim_to(cfg.max_held_bytes));
+    fn due(&self, pool: &Pool, now: u64, cfg: &Config, held: usize) -> Vec<(u32, bool)> {
+        let mut over = held.saturating_sub(budget::trim_to(cfg.max_held_bytes));
         let mut out = Vec::new();
         for (deadline, c) in pool.stalest() {
             if out.len() >= MAX_REPLIES_PER_CALL {
@@ -572,10 +598,7 @@ impl Vm {
             if deadline < now {
                 over = over.saturating_sub(w.charged);
                 out.push((c, true));
-            } else if !w.streaming
-                && over > 0
-                && now.saturating_sub(w.started_ms) >= cfg.slow_body_ms
-            {
+            } else if over > 0 && now.saturating_sub(w.started_ms) >= cfg.slow_body_ms {
                 over = over.saturating_sub(w.charged);
                 out.push((c, false));
             } else {
@@ -618,7 +641,12 @@ impl Vm {
     /// Holds a request (again), its bytes charged to its plugin's pool.
     fn hold(&mut self, context: u32, mut w: Held) {
         w.charged = w.charge();
-        self.pools
+        let pools = if w.streaming {
+            &mut self.streamed
+        } else {
+            &mut self.pools
+        };
+        pools
             .entry(w.root)
             .or_default()
             .insert(context, w.deadline_ms, w.charged);
@@ -641,7 +669,12 @@ impl Vm {
         let State::Held(w) = std::mem::replace(&mut stream.state, State::Open) else {
             return None;
         };
-        if let Some(pool) = self.pools.get_mut(&w.root) {
+        let pools = if w.streaming {
+            &mut self.streamed
+        } else {
+            &mut self.pools
+        };
+        if let Some(pool) = pools.get_mut(&w.root) {
             pool.remove(context, w.deadline_ms, w.charged);
         }
         Some(*w)
@@ -649,9 +682,16 @@ impl Vm {
 
     /// Whether `need` more bytes fit in `root`'s budget now.
     fn fits(&self, root: u32, need: usize, limit: usize) -> bool {
-        self.pools
-            .get(&root)
-            .map_or(need <= limit, |p| p.fits(need, limit))
+        self.held_by(root).saturating_add(need) <= limit
+    }
+
+    /// What `root`'s requests hold now, held and streamed.
+    fn held_by(&self, root: u32) -> usize {
+        [&self.pools, &self.streamed]
+            .iter()
+            .filter_map(|p| p.get(&root))
+            .map(Pool::held)
+            .sum()
     }
 
     fn busy(&mut self, host: &mut impl Host, w: &Held) -> HeadersStatus {
@@ -839,6 +879,21 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
     forward(host, &w, body, held, verified, unverified)
 }
 
+/// Whether a verified streamed request's events rule drops it (its type
+/// comes from its headers: a streamed source reads nothing else).
+fn dropped_at_verdict(w: &Held) -> bool {
+    let Some(src) = w.source() else {
+        return false;
+    };
+    let (Some(et), Some(events)) = (&src.event_type, &src.events) else {
+        return false;
+    };
+    let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
+    let offered = decide::offered(src, &keys, Body::Bytes(&[]), None);
+    crate::key::eval(et, &offered.values())
+        .is_some_and(|t| events.drops(&crate::key::cap(t, decide::MAX_EVENT_TYPE)))
+}
+
 /// A streamed request's verdict at the end of its body: its held-back
 /// bytes to let go, or the answer that refuses it (and so resets its
 /// upstream request). Counted as any signature is.
@@ -852,6 +907,12 @@ fn stream_verdict(host: &mut impl Host, mut w: Held) -> Result<Option<u8>, Reply
         Check::Off => Ok(()),
     };
     match result {
+        Ok(()) if dropped_at_verdict(&w) => {
+            bump(host, m.and_then(|m| m.verified), 1);
+            bump(host, m.and_then(|m| m.events_dropped), 1);
+            // Its upstream request is reset, never completed.
+            Err(reply::DROPPED)
+        }
         Ok(()) => {
             bump(host, m.and_then(|m| m.verified), 1);
             Ok(w.tail.take())
@@ -930,7 +991,9 @@ fn stamp_and_forward(
             held.as_ref(),
         );
     }
-    if stamped.dropped {
+    // A streamed request's drop waits for its verdict (`stream_verdict`):
+    // a forgery is never answered as a dropped event.
+    if stamped.dropped && !w.streaming {
         bump(host, m.and_then(|m| m.events_dropped), 1);
         return send(host, &reply::DROPPED);
     }
