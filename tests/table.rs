@@ -582,3 +582,26 @@ fn why_names_every_missing_key_by_its_reason() {
         "signature=expired dedupe=absent lane-0=absent lane-1-group=hashed"
     );
 }
+
+/// An events rule that decides by a header the signature does not sign
+/// (GitHub's X-GitHub-Event) is warned of, as such a key is.
+#[test]
+fn an_events_rule_on_an_unsigned_header_is_warned_of() {
+    let env = |_: &str| Some("s".to_owned());
+    let warned = |events: &str| {
+        let text = format!(
+            r#"{{"sources":[{{"id":"gh","dedupe":{{"sha256":"body"}},"verify":{{"scheme":"github","secrets":[{{"env":"S"}}]}}{events}}}]}}"#
+        );
+        config::load_with_env(&text, &env)
+            .unwrap()
+            .warnings
+            .iter()
+            .any(|w| {
+                w.contains(
+                    "the event type its events rule reads is read from header x-github-event",
+                )
+            })
+    };
+    assert!(warned(r#","events":{"drop":["ping"]}"#));
+    assert!(!warned(""), "a stamped type alone decides nothing");
+}

@@ -186,6 +186,17 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         .flatten();
     if let Some(v) = &verify {
         unsigned_key_headers(v, dedupe.as_ref(), &lanes, &reads.headers, &id, d);
+        // A type an events rule decides by is trusted as a key is.
+        if let (Some(et), Some(_)) = (&event_type, &events) {
+            unsigned_header(
+                v,
+                et,
+                &reads.headers,
+                Scope::Source(id.clone()),
+                "the event type its events rule reads",
+                d,
+            );
+        }
         let shared = matches!(v.secrets, crate::verify::Secrets::All(_));
         if shared && routing.tenant_path() && tenants.is_none() {
             d.warn(
@@ -421,22 +432,8 @@ fn unsigned_key_headers(
     id: &str,
     d: &mut Diags,
 ) {
-    let signed = v.signed_headers();
-    let mut warn = |k: &KeySource, scope: Scope, what: &str| {
-        for h in k.headers() {
-            let Some(name) = headers.get(h) else { continue };
-            if !signed.contains(name) {
-                d.warn(
-                    &scope,
-                    "unsigned_key_header",
-                    format!(
-                        "{what} is read from header {name}, which the signature does not cover: \
-                         a captured delivery replays, verified, with any value of it (see docs/security.md)"
-                    ),
-                );
-            }
-        }
-    };
+    let mut warn =
+        |k: &KeySource, scope: Scope, what: &str| unsigned_header(v, k, headers, scope, what, d);
     if let Some(dd) = dedupe {
         warn(&dd.key, Scope::Dedupe(id.to_owned()), "the dedupe key");
     }
@@ -448,6 +445,31 @@ fn unsigned_key_headers(
                 kind: None,
             };
             warn(k, scope, "the ordering key");
+        }
+    }
+}
+
+/// Warns of each header `k` reads that `v`'s signature does not cover.
+fn unsigned_header(
+    v: &crate::verify::Verify,
+    k: &KeySource,
+    headers: &[String],
+    scope: Scope,
+    what: &str,
+    d: &mut Diags,
+) {
+    let signed = v.signed_headers();
+    for h in k.headers() {
+        let Some(name) = headers.get(h) else { continue };
+        if !signed.contains(name) {
+            d.warn(
+                &scope,
+                "unsigned_key_header",
+                format!(
+                    "{what} is read from header {name}, which the signature does not cover: \
+                     a captured delivery replays, verified, with any value of it (see docs/security.md)"
+                ),
+            );
         }
     }
 }
