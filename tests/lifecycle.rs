@@ -1511,3 +1511,27 @@ fn streams_keep_their_own_order_a_total_limit_and_drop_only_when_verified() {
         assert_eq!(replied(&host), vec![want]);
     }
 }
+
+/// A request whose id is a live root's (a host whose ids wrapped) ends
+/// without taking the plugin with it.
+#[test]
+fn a_request_with_a_roots_id_leaves_the_plugin_configured() {
+    let (mut vm, mut host) = boot(CONFIG);
+    start(
+        &mut vm,
+        &mut host,
+        ROOT,
+        &post("/webhooks/github", &[("x-github-delivery", "d")]),
+        true,
+    );
+    vm.on_delete(ROOT);
+    start(
+        &mut vm,
+        &mut host,
+        7,
+        &post("/webhooks/github", &[("x-github-delivery", "d")]),
+        true,
+    );
+    assert!(!replied(&host).contains(&500), "{:?}", replied(&host));
+    assert_eq!(stamp(&host, "x-hookstamp-dedupe-key").as_deref(), Some("d"));
+}

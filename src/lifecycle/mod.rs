@@ -612,8 +612,12 @@ impl Vm {
     /// held is given back.
     pub fn on_delete(&mut self, context: u32) {
         self.release(context);
-        self.streams.remove(&context);
-        self.plugins.remove(&context);
+        // A request's id is never taken for a root's: where a host's ids
+        // wrap (the dynamic module's, after 2^32 streams), a request that
+        // ends must not take a live plugin with it.
+        if self.streams.remove(&context).is_none() {
+            self.plugins.remove(&context);
+        }
     }
 
     /// Whether the filter answered `context` (or stopped it for good).
