@@ -58,10 +58,20 @@ def envoy_exe():
     return out.stdout.strip()
 
 
+_HANDED_OUT = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now on 127.0.0.1, never one this process handed out
+    before (the kernel may offer a just-closed port again, and two
+    listeners of one bootstrap must not share one)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def wasm_filter(plugin_config, wasm=None, env=None, host_env=(), struct=False):
