@@ -146,17 +146,7 @@ def test_both_configuration_forms_load_and_stamp(dyn, struct):
     config = dict(te.BIG, max_json_bytes=4096,
                   sources=[dict(te.BIG["sources"][0], dedupe={"json": "id", "ttl_ms": 60000})])
     port, boot = dyn_boot(config, dyn["up"], struct)
-    e = proxy.Envoy(boot)
-    try:
-        assert e.proc.poll() is None, e.log_text()[-3000:]
-        tid = uuid.uuid4().hex
-        status, _, _ = proxy.request(port, "POST", "/webhooks/big", [], test_id=tid,
-                                     body=b'{"id":"evt_f","data":{"object":{"customer":"cus_f"}}}')
-        stamps = dict(dyn["up"].records[tid]["stamps"])
-        assert status == 200 and stamps["x-hookstamp-dedupe-key"] == "evt_f"
-        assert stamps["x-hookstamp-dedupe-ttl-ms"] == "60000"
-    finally:
-        e.stop()
+    te.loads_and_stamps(boot, port, dyn["up"])
 
 
 def test_bad_config_is_refused_naming_the_source(dyn):

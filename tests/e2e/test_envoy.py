@@ -377,13 +377,19 @@ def test_both_configuration_forms_load_and_stamp(env, struct):
     boot = proxy.bootstrap({"form": (port, config)}, env["up"].server_address[1], proxy.free_port())
     hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     hcm["http_filters"][0] = proxy.wasm_filter(config, struct=struct)
+    loads_and_stamps(boot, port, env["up"])
+
+
+def loads_and_stamps(boot, port, up):
+    """The bootstrap loads, and its BIG-like source stamps a hook with its
+    dedupe key and its ttl (60000)."""
     e = proxy.Envoy(boot)
     try:
         assert e.proc.poll() is None, e.log_text()[-3000:]
         tid = uuid.uuid4().hex
         status, _, _ = proxy.request(port, "POST", "/webhooks/big", [], test_id=tid,
                                      body=b'{"id":"evt_f","data":{"object":{"customer":"cus_f"}}}')
-        stamps = dict(env["up"].records[tid]["stamps"])
+        stamps = dict(up.records[tid]["stamps"])
         assert status == 200 and stamps["x-hookstamp-dedupe-key"] == "evt_f"
         assert stamps["x-hookstamp-dedupe-ttl-ms"] == "60000"
     finally:
