@@ -27,6 +27,16 @@ pub enum Body<'b> {
 }
 
 impl<'b> Body<'b> {
+    /// A complete body as `src` sees it: against the configured limit,
+    /// which a streamed signature (holding nothing) does not have.
+    pub fn for_source(bytes: &'b [u8], src: &Source, max_json_bytes: usize) -> Self {
+        if src.streams() {
+            Body::Bytes(bytes)
+        } else {
+            Body::of(bytes, max_json_bytes)
+        }
+    }
+
     /// Classifies a complete body against the configured limit.
     pub fn of(bytes: &'b [u8], max_json_bytes: usize) -> Self {
         if bytes.len() > max_json_bytes {
@@ -39,6 +49,16 @@ impl<'b> Body<'b> {
 
 /// An event type longer than this is stamped as its hash (as a lane key).
 pub const MAX_EVENT_TYPE: usize = 128;
+
+/// A request's event type, as it is stamped (after the 128-byte rule).
+pub fn event_type<'a>(et: &KeySource, values: &key::Values<'_, 'a>) -> Option<Cow<'a, [u8]>> {
+    key::eval(et, values).map(|t| key::cap(t, MAX_EVENT_TYPE))
+}
+
+/// Whether `src`'s events rule drops an event of this (stamped) type.
+pub fn drops(src: &Source, event_type: &[u8]) -> bool {
+    src.events.as_ref().is_some_and(|e| e.drops(event_type))
+}
 
 /// The stamps for one request, and what the metrics need to know. Names
 /// and values borrow from the config and the request where they can: a
@@ -190,11 +210,7 @@ where
     } = target;
     // A streamed signature holds nothing: any size verifies.
     let streamed = src.streams() && !body.is_empty();
-    let body = if src.streams() {
-        Body::Bytes(body)
-    } else {
-        Body::of(body, cfg.max_json_bytes)
-    };
+    let body = Body::for_source(body, src, cfg.max_json_bytes);
     let signature = src.verify.as_ref().map(|v| {
         let secrets = v.secrets_for(tenant).unwrap_or_default();
         let header = |n: &str| crate::pairs::first_header(headers, n);
@@ -353,10 +369,9 @@ pub fn stamp<'a>(
     }
     // What the event is; a forged one's (flag mode) is not trusted.
     if let Some(et) = &src.event_type {
-        match lookup(et).filter(|_| verified != Some(false)) {
-            Some(raw) => {
-                let t = key::cap(raw, MAX_EVENT_TYPE);
-                out.dropped = src.events.as_ref().is_some_and(|e| e.drops(&t));
+        match event_type(et, &values).filter(|_| verified != Some(false)) {
+            Some(t) => {
+                out.dropped = drops(src, &t);
                 h.push((stamps::EVENT_TYPE, stamps::encode_key(&t)));
             }
             None if verified == Some(false) => out.event_type_missing = Some(Missing::Unverified),

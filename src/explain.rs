@@ -67,16 +67,18 @@ where
         src.id
     ));
     out.push(body_line(cfg, src, body, &decision));
+    // What the keys were offered: the same reading the stamps made.
+    let header_keys = decide::header_keys(src, headers);
+    let hash = src.needs_body().then(|| crate::seal::body_hash(body));
+    let limited = Body::for_source(body, src, cfg.max_json_bytes);
+    let offered = decide::offered(src, &header_keys, limited, hash);
+    let values = offered.values();
     if let Outcome::Reply(r) = &decision.outcome {
         if r.details == crate::reply::DROPPED.details {
-            let header_keys = decide::header_keys(src, headers);
-            let hash = src.needs_body().then(|| crate::seal::body_hash(body));
-            let offered =
-                decide::offered(src, &header_keys, Body::of(body, cfg.max_json_bytes), hash);
             let t = src
                 .event_type
                 .as_ref()
-                .and_then(|k| crate::key::eval(k, &offered.values()))
+                .and_then(|k| decide::event_type(k, &values))
                 .map(|t| String::from_utf8_lossy(&t).into_owned())
                 .unwrap_or_default();
             let what = format!("events: {t:?} is dropped by the source's events rule");
@@ -117,12 +119,6 @@ where
             signature_words(src, decision.signature.as_ref())
         )),
     }
-    // What the keys were offered: the same reading the stamps made.
-    let header_keys = decide::header_keys(src, headers);
-    let hash = src.needs_body().then(|| crate::seal::body_hash(body));
-    let limited = Body::of(body, cfg.max_json_bytes);
-    let offered = decide::offered(src, &header_keys, limited, hash);
-    let values = offered.values();
     let json = json_read(src, offered.state, body);
     let detail = |k: &KeySource, why: Missing| {
         missing_detail(src, k, why, json.as_ref(), offered.state, &values)

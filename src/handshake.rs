@@ -57,11 +57,6 @@ fn hmac256(secret: &Secret, msg: &[u8]) -> Option<Vec<u8>> {
     Some(m.finalize().into_bytes().to_vec())
 }
 
-/// Equal bytes, in time that depends only on the lengths.
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    bool::from(subtle::ConstantTimeEq::ct_eq(a, b))
-}
-
 impl Handshake {
     pub fn name(&self) -> &'static str {
         match self {
@@ -98,7 +93,8 @@ impl Handshake {
                 if get("hub.mode")? != b"subscribe" {
                     return None;
                 }
-                let known = get("hub.verify_token").is_some_and(|t| ct_eq(t, &token.0));
+                let known =
+                    get("hub.verify_token").is_some_and(|t| crate::verify::ct_eq(t, &token.0));
                 Some(
                     match get("hub.challenge").filter(|c| known && token_ok(c)) {
                         Some(c) => {

@@ -35,8 +35,8 @@ pub struct SourceMetrics {
     pub body_never_seen: Id,
     /// 408: a slow body answered to make room in a full budget.
     pub evicted: Id,
-    /// (sink index, reason, counter) for each keyed lane and reason.
-    pub lane_key_missing: Vec<(u16, Missing, Id)>,
+    /// Each keyed lane's sink index, and its counter for each reason.
+    pub lane_key_missing: Vec<(u16, Vec<(Missing, Id)>)>,
     /// Sources with `verify`: signatures that verified.
     pub verified: Id,
     /// ... and those that did not, by reason.
@@ -56,6 +56,23 @@ impl SourceMetrics {
             .find(|(r, _)| *r == reason)
             .and_then(|(_, id)| *id)
     }
+}
+
+/// A counter for each reason a key is missing (a bounded label:
+/// `Missing::ALL`), named `<name><tag>.reason=<reason>;`.
+fn missing(host: &mut impl Host, name: &str, tag: &str) -> Vec<(Missing, Id)> {
+    Missing::ALL
+        .iter()
+        .map(|r| {
+            let n = format!("{name}{tag}.reason={};", r.as_str());
+            (*r, define(host, MetricKind::Counter, &n))
+        })
+        .collect()
+}
+
+/// The counter of a reason.
+fn by_reason(ids: &[(Missing, Id)], why: Missing) -> Id {
+    ids.iter().find(|(r, _)| *r == why).and_then(|(_, id)| *id)
 }
 
 fn define(host: &mut impl Host, kind: MetricKind, name: &str) -> Id {
@@ -103,13 +120,7 @@ impl Metrics {
                 m.events_dropped = named(host, "events_dropped_total");
             }
             if s.event_type.is_some() {
-                for r in Missing::ALL {
-                    let name = format!(
-                        "hookstamp_event_type_missing_total{tag}.reason={};",
-                        r.as_str()
-                    );
-                    m.event_type_missing.push((r, counter(host, &name)));
-                }
+                m.event_type_missing = missing(host, "hookstamp_event_type_missing_total", &tag);
             }
             if s.handshake.is_some() {
                 m.handshakes = named(host, "handshakes_total");
@@ -126,23 +137,12 @@ impl Metrics {
             }
             // A bounded reason label: Missing::ALL.
             if s.dedupe.is_some() {
-                for r in Missing::ALL {
-                    let name = format!(
-                        "hookstamp_dedupe_key_missing_total{tag}.reason={};",
-                        r.as_str()
-                    );
-                    m.dedupe_key_missing.push((r, counter(host, &name)));
-                }
+                m.dedupe_key_missing = missing(host, "hookstamp_dedupe_key_missing_total", &tag);
             }
             for l in s.lanes.iter().filter(|l| l.key.is_some()) {
-                for r in Missing::ALL {
-                    let name = format!(
-                        "hookstamp_lane_key_missing_total{tag}.sink={};.reason={};",
-                        l.sink,
-                        r.as_str()
-                    );
-                    m.lane_key_missing.push((l.sink, r, counter(host, &name)));
-                }
+                let lane = format!("{tag}.sink={};", l.sink);
+                let ids = missing(host, "hookstamp_lane_key_missing_total", &lane);
+                m.lane_key_missing.push((l.sink, ids));
             }
             // 1 for a source whose provider never redelivers by itself: the
             // alert rules page on every event such a source loses.
@@ -183,20 +183,15 @@ impl Metrics {
         bump(host, m.stamped, 1);
         bump(host, m.spoofed, spoofed);
         if let Some(why) = s.dedupe_key_missing {
-            let id = m.dedupe_key_missing.iter().find(|(r, _)| *r == why);
-            bump(host, id.and_then(|(_, id)| *id), 1);
+            bump(host, by_reason(&m.dedupe_key_missing, why), 1);
         }
         if let Some(why) = s.event_type_missing {
-            let id = m.event_type_missing.iter().find(|(r, _)| *r == why);
-            bump(host, id.and_then(|(_, id)| *id), 1);
+            bump(host, by_reason(&m.event_type_missing, why), 1);
         }
         bump(host, m.body_over_limit, usize::from(s.body_over_limit));
         for (sink, why) in &s.lane_keys_missing {
-            let id = m
-                .lane_key_missing
-                .iter()
-                .find(|(k, r, _)| k == sink && r == why);
-            bump(host, id.and_then(|(_, _, id)| *id), 1);
+            let lane = m.lane_key_missing.iter().find(|(k, _)| k == sink);
+            bump(host, lane.and_then(|(_, ids)| by_reason(ids, *why)), 1);
         }
     }
 

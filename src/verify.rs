@@ -642,7 +642,7 @@ fn unsupported_or(
 
 /// Equal bytes, in time that depends only on the lengths (RustCrypto's
 /// `subtle`, already in the tree through `digest`).
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     bool::from(subtle::ConstantTimeEq::ct_eq(a, b))
 }
 

@@ -12,7 +12,7 @@ use crate::config::{self, Config};
 use crate::decide::{self, Body, Verdict};
 use crate::host::{DataStatus, HeadersStatus, Host, HostError, Level};
 use crate::ids::ById;
-use crate::metrics::{bump, Metrics};
+use crate::metrics::{bump, Metrics, SourceMetrics};
 use crate::pairs;
 use crate::reply::{self, Reply};
 use crate::route::{self, Route, Target};
@@ -371,10 +371,16 @@ impl Vm {
             p.update(&chunk);
         }
         w.seen_bytes = w.seen_bytes.saturating_add(chunk.len());
-        let held_before = w.tail.is_some();
-        let mut out = Vec::with_capacity(chunk.len() + 1);
-        out.extend(w.tail.take());
-        out.extend_from_slice(&chunk);
+        // What this callback lets through: the byte held back before, then
+        // the chunk (the chunk itself, not a copy, where nothing was held).
+        let mut out = chunk;
+        let held_before = match w.tail.take() {
+            Some(b) => {
+                out.insert(0, b);
+                true
+            }
+            None => false,
+        };
         if end_of_stream {
             return match stream_verdict(host, w) {
                 Ok(_) if !held_before => DataStatus::Continue,
@@ -854,10 +860,7 @@ fn finish(host: &mut impl Host, mut w: Held, kept: Kept) -> HeadersStatus {
     let unverified = result.and_then(Result::err);
     let verified = match (result, &src.verify) {
         (Some(r), Some(v)) => {
-            match r {
-                Ok(()) => bump(host, m.and_then(|m| m.verified), 1),
-                Err(reason) => bump(host, m.and_then(|m| m.verify_failed(reason)), 1),
-            }
+            count_signature(host, m, r);
             match decide::verdict(v.on_failure, r) {
                 Verdict::Refuse(reply) => return send(host, &reply),
                 Verdict::Stamp(ok) => Some(ok),
@@ -889,13 +892,12 @@ fn dropped_at_verdict(w: &Held) -> bool {
     let Some(src) = w.source() else {
         return false;
     };
-    let (Some(et), Some(events)) = (&src.event_type, &src.events) else {
+    let (Some(et), Some(_)) = (&src.event_type, &src.events) else {
         return false;
     };
     let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
     let offered = decide::offered(src, &keys, Body::Bytes(&[]), None);
-    crate::key::eval(et, &offered.values())
-        .is_some_and(|t| events.drops(&crate::key::cap(t, decide::MAX_EVENT_TYPE)))
+    decide::event_type(et, &offered.values()).is_some_and(|t| decide::drops(src, &t))
 }
 
 /// A streamed request's verdict at the end of its body: its held-back
@@ -910,21 +912,23 @@ fn stream_verdict(host: &mut impl Host, mut w: Held) -> Result<Option<u8>, Reply
         Check::Failed(r) => Err(r),
         Check::Off => Ok(()),
     };
+    count_signature(host, m, result);
     match result {
+        Err(reason) => Err(reply::invalid_signature(reason)),
         Ok(()) if dropped_at_verdict(&w) => {
-            bump(host, m.and_then(|m| m.verified), 1);
             bump(host, m.and_then(|m| m.events_dropped), 1);
             // Its upstream request is reset, never completed.
             Err(reply::DROPPED)
         }
-        Ok(()) => {
-            bump(host, m.and_then(|m| m.verified), 1);
-            Ok(w.tail.take())
-        }
-        Err(reason) => {
-            bump(host, m.and_then(|m| m.verify_failed(reason)), 1);
-            Err(reply::invalid_signature(reason))
-        }
+        Ok(()) => Ok(w.tail.take()),
+    }
+}
+
+/// Counts a signature's result in its source's metrics.
+fn count_signature(host: &mut impl Host, m: Option<&SourceMetrics>, r: Result<(), Reason>) {
+    match r {
+        Ok(()) => bump(host, m.and_then(|m| m.verified), 1),
+        Err(reason) => bump(host, m.and_then(|m| m.verify_failed(reason)), 1),
     }
 }
 
