@@ -1,17 +1,17 @@
 //! The core's cost per request through the lifecycle, for callgrind:
 //! `cargo bench --bench requests -- <b|c|d> <n>` runs `n` requests of
-//! bench_envoy.py's row through `lifecycle::Vm` with a host that does
-//! nothing but hand over the headers and the body in one chunk (their
-//! copies, the host's side, are made once, outside the requests).
+//! bench_envoy.py's row through the lifecycle's `Request` (as the dynamic module drives it) with a
+//! host that does nothing but hand over the headers as views and the body
+//! in one chunk.
 //! `scripts/core-cost.sh` runs it under callgrind for two counts and prints
 //! the instructions per request. It prints counts, never times.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use hookstamp::host::{Host, HostResult, Level, MetricKind};
-use hookstamp::lifecycle::Vm;
-use hookstamp::pairs;
+use hookstamp::host::{ConfigHost, Header, HostResult, Level, MetricKind, StreamHost};
+use hookstamp::lifecycle::{Instance, Plugin, Request};
 use hookstamp::reply::Reply;
 use std::hint::black_box;
+use std::sync::Arc;
 
 const GITHUB: &str = r#"{"prefix": "/webhooks", "sources": [{"id": "github", "dedupe": "github", "sinks": [
     {"type": "kafka", "ordered": true, "ordering_key": {"header": "x-github-hook-id"}}]}]}"#;
@@ -27,22 +27,38 @@ fn event(size: usize) -> Vec<u8> {
     format!("{head}{pad}\"{tail}").into_bytes()
 }
 
+/// The host: the request's headers as views (as the dynamic module reads
+/// Envoy's), the body in one chunk.
 struct Lean {
-    config: Vec<u8>,
-    wire: Vec<u8>,
+    headers: Vec<Header<'static>>,
     body: Vec<u8>,
     added: usize,
 }
 
-impl Host for Lean {
-    fn plugin_config(&mut self) -> HostResult<Vec<u8>> {
-        Ok(self.config.clone())
+impl ConfigHost for Lean {
+    fn define_metric(&mut self, _: MetricKind, _: &str) -> HostResult<u32> {
+        Ok(0)
     }
-    fn request_headers(&mut self) -> HostResult<Vec<u8>> {
-        Ok(self.wire.clone())
+    fn record_metric(&mut self, _: u32, _: u64) -> HostResult<()> {
+        Ok(())
     }
-    fn request_trailers(&mut self) -> HostResult<Vec<u8>> {
-        Ok(pairs::serialise(&[]))
+    fn set_tick_period_ms(&mut self, _: u32) -> HostResult<()> {
+        Ok(())
+    }
+    fn now_ms(&mut self) -> u64 {
+        1_700_000_000_000
+    }
+    fn log(&mut self, _: Level, m: &str) {
+        eprintln!("{m}");
+    }
+}
+
+impl StreamHost for Lean {
+    fn request_headers<'b>(&mut self, _: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>> {
+        Ok(self.headers.clone())
+    }
+    fn request_trailers<'b>(&mut self, _: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>> {
+        Ok(Vec::new())
     }
     fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()> {
         self.added += name.len() + value.len();
@@ -57,19 +73,13 @@ impl Host for Lean {
     fn request_body(&mut self, size: usize) -> HostResult<Vec<u8>> {
         Ok(self.body[..size].to_vec())
     }
+    fn set_request_body(&mut self, _: usize, _: &[u8]) -> HostResult<()> {
+        Ok(())
+    }
     fn send_reply(&mut self, _: &Reply) -> HostResult<()> {
         Ok(())
     }
-    fn set_effective_context(&mut self, _: u32) -> HostResult<()> {
-        Ok(())
-    }
-    fn set_tick_period_ms(&mut self, _: u32) -> HostResult<()> {
-        Ok(())
-    }
-    fn define_metric(&mut self, _: MetricKind, _: &str) -> HostResult<u32> {
-        Ok(0)
-    }
-    fn increment_metric(&mut self, _: u32, _: i64) -> HostResult<()> {
+    fn increment_metric(&mut self, _: u32, _: u64) -> HostResult<()> {
         Ok(())
     }
     fn record_metric(&mut self, _: u32, _: u64) -> HostResult<()> {
@@ -99,8 +109,9 @@ fn main() {
         "d" => (STRIPE, "/webhooks/stripe", event(1024)),
         other => panic!("no row {other}: b, c or d"),
     };
-    let len = body.len().to_string();
-    let headers: Vec<(&str, &[u8])> = vec![
+    let len: &'static str = Box::leak(body.len().to_string().into_boxed_str());
+    let path: &'static str = path;
+    let headers: Vec<Header<'static>> = vec![
         (":method", b"POST"),
         (":path", path.as_bytes()),
         (":authority", b"127.0.0.1"),
@@ -112,21 +123,17 @@ fn main() {
         ("content-length", len.as_bytes()),
     ];
     let mut host = Lean {
-        config: config.as_bytes().to_vec(),
-        wire: pairs::serialise(&headers),
+        headers,
         body,
         added: 0,
     };
-    let mut vm = Vm::default();
-    vm.on_context_create(1, 0);
-    assert!(vm.on_configure(&mut host, 1));
+    let plugin = Plugin::load(&mut host, config.as_bytes()).expect("the configuration loads");
+    let instance = Instance::new(Arc::new(plugin));
     let size = host.body.len();
     for i in 0..n {
-        let ctx = 2 + i;
-        vm.on_context_create(ctx, 1);
-        vm.on_request_headers(&mut host, ctx, false);
-        vm.on_request_body(&mut host, ctx, size, true);
-        vm.on_delete(ctx);
+        let mut r = Request::new(Some(instance.clone()), i);
+        r.on_headers(&mut host, false);
+        r.on_body(&mut host, size, true);
     }
     println!("{row}: {n} requests, {} stamp bytes", black_box(host.added));
 }

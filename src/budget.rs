@@ -45,11 +45,11 @@ pub fn trim_to(limit: usize) -> usize {
     limit / 4 * 3
 }
 
-/// One plugin's held requests (by context id) and their bytes.
+/// One plugin instance's held requests (by their serial number) and their bytes.
 #[derive(Default)]
 pub struct Pool {
     held: usize,
-    by_deadline: BTreeSet<(u64, u32)>,
+    by_deadline: BTreeSet<(u64, u64)>,
 }
 
 impl Pool {
@@ -72,19 +72,19 @@ impl Pool {
         self.held.saturating_add(more) <= limit
     }
 
-    pub fn insert(&mut self, context: u32, deadline_ms: u64, charge: usize) {
+    pub fn insert(&mut self, serial: u64, deadline_ms: u64, charge: usize) {
         self.held = self.held.saturating_add(charge);
-        self.by_deadline.insert((deadline_ms, context));
+        self.by_deadline.insert((deadline_ms, serial));
     }
 
-    pub fn remove(&mut self, context: u32, deadline_ms: u64, charge: usize) {
+    pub fn remove(&mut self, serial: u64, deadline_ms: u64, charge: usize) {
         self.held = self.held.saturating_sub(charge);
-        self.by_deadline.remove(&(deadline_ms, context));
+        self.by_deadline.remove(&(deadline_ms, serial));
     }
 
     /// The held requests, the stalest first (the earliest deadline), with
     /// their deadlines.
-    pub fn stalest(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+    pub fn stalest(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.by_deadline.iter().copied()
     }
 }
@@ -127,15 +127,15 @@ mod tests {
     #[test]
     fn stalest_is_the_earliest_deadline_first() {
         let mut p = Pool::default();
-        for c in 1..=100u32 {
-            p.insert(c, u64::from(1000 - c), 10);
+        for c in 1..=100u64 {
+            p.insert(c, 1000 - c, 10);
         }
         assert_eq!(p.held(), 1000);
-        let first: Vec<u32> = p.stalest().take(3).map(|(_, c)| c).collect();
+        let first: Vec<u64> = p.stalest().take(3).map(|(_, c)| c).collect();
         assert_eq!(first, vec![100, 99, 98]);
         assert_eq!(p.stalest().next(), Some((900, 100)));
         p.remove(100, 900, 10);
-        let first: Vec<u32> = p.stalest().take(3).map(|(_, c)| c).collect();
+        let first: Vec<u64> = p.stalest().take(3).map(|(_, c)| c).collect();
         assert_eq!(first, vec![99, 98, 97]);
         assert_eq!(p.held(), 990);
         assert_eq!(p.len(), 99);
@@ -147,7 +147,7 @@ mod tests {
         p.insert(7, 30, 300);
         p.insert(3, 10, 900);
         p.insert(5, 20, 300);
-        let order: Vec<u32> = p.stalest().map(|(_, c)| c).collect();
+        let order: Vec<u64> = p.stalest().map(|(_, c)| c).collect();
         assert_eq!(order, vec![3, 5, 7]);
         assert!(p.fits(8500, 10_000) && !p.fits(8501, 10_000));
     }

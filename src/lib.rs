@@ -10,14 +10,12 @@ pub mod budget;
 pub mod config;
 pub mod decide;
 pub mod dedupe;
-pub mod dispatch;
 pub mod events;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod explain;
 pub mod form;
 pub mod handshake;
 pub mod host;
-pub mod ids;
 pub mod json;
 pub mod key;
 pub mod lanes;
@@ -35,8 +33,7 @@ pub mod verify;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod wire;
 
-#[cfg(target_arch = "wasm32")]
-mod filter;
+pub mod filter;
 
 // The Envoy dynamic module (target/libhookstamp.so): `make dynamic-module`.
 #[cfg(all(feature = "dynamic-module", not(target_arch = "wasm32")))]

@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::decide::Stamped;
-use crate::host::{Host, Level, MetricKind};
+use crate::host::{ConfigHost, HostResult, Level, MetricKind, StreamHost};
 use crate::key::Missing;
 use crate::verify::Reason;
 
@@ -19,6 +19,8 @@ pub struct Metrics {
     pub spoofed_trailers: Id,
     pub internal_errors: Id,
     pub sources: Vec<SourceMetrics>,
+    /// Each gauge and its value (fixed by the configuration).
+    gauges: Vec<(u32, u64)>,
 }
 
 pub struct SourceMetrics {
@@ -60,7 +62,7 @@ impl SourceMetrics {
 
 /// A counter for each reason a key is missing (a bounded label:
 /// `Missing::ALL`), named `<name><tag>.reason=<reason>;`.
-fn missing(host: &mut impl Host, name: &str, tag: &str) -> Vec<(Missing, Id)> {
+fn missing(host: &mut impl ConfigHost, name: &str, tag: &str) -> Vec<(Missing, Id)> {
     Missing::ALL
         .iter()
         .map(|r| {
@@ -75,7 +77,7 @@ fn by_reason(ids: &[(Missing, Id)], why: Missing) -> Id {
     ids.iter().find(|(r, _)| *r == why).and_then(|(_, id)| *id)
 }
 
-fn define(host: &mut impl Host, kind: MetricKind, name: &str) -> Id {
+fn define(host: &mut impl ConfigHost, kind: MetricKind, name: &str) -> Id {
     match host.define_metric(kind, name) {
         Ok(id) => Some(id),
         Err(e) => {
@@ -87,14 +89,15 @@ fn define(host: &mut impl Host, kind: MetricKind, name: &str) -> Id {
 
 /// Adds `by` to a counter; no host call for nothing, and a failed
 /// increment is not worth failing a request over.
-pub fn bump(host: &mut impl Host, id: Id, by: usize) {
+pub fn bump(host: &mut impl StreamHost, id: Id, by: usize) {
     if let Some(id) = id.filter(|_| by > 0) {
-        let _ = host.increment_metric(id, i64::try_from(by).unwrap_or(i64::MAX));
+        let _ = host.increment_metric(id, u64::try_from(by).unwrap_or(u64::MAX));
     }
 }
 
 impl Metrics {
-    pub fn define(host: &mut impl Host, cfg: &Config) -> Self {
+    pub fn define(host: &mut impl ConfigHost, cfg: &Config) -> Self {
+        let mut gauges = Vec::new();
         let counter = |host: &mut _, name: &str| define(host, MetricKind::Counter, name);
         let mut sources = Vec::with_capacity(cfg.sources.len());
         for s in &cfg.sources {
@@ -149,13 +152,13 @@ impl Metrics {
             if s.never_redelivered() {
                 let name = format!("hookstamp_never_redelivered{tag}");
                 if let Some(g) = define(host, MetricKind::Gauge, &name) {
-                    let _ = host.record_metric(g, 1);
+                    gauges.push((g, 1));
                 }
             }
             sources.push(m);
         }
         if let Some(g) = define(host, MetricKind::Gauge, "hookstamp_sources_without_dedupe") {
-            let _ = host.record_metric(g, cfg.undeduped().count() as u64);
+            gauges.push((g, cfg.undeduped().count() as u64));
         }
         // The module's version, as a label of a gauge that is always 1.
         let info = format!(
@@ -163,7 +166,7 @@ impl Metrics {
             env!("CARGO_PKG_VERSION")
         );
         if let Some(g) = define(host, MetricKind::Gauge, &info) {
-            let _ = host.record_metric(g, 1);
+            gauges.push((g, 1));
         }
         Metrics {
             unknown_source: counter(host, "hookstamp_requests_rejected_total"),
@@ -172,11 +175,19 @@ impl Metrics {
             spoofed_trailers: counter(host, "hookstamp_spoofed_trailers_stripped_total"),
             internal_errors: counter(host, "hookstamp_internal_errors_total"),
             sources,
+            gauges,
         }
     }
 
+    /// Sets every gauge to its value, which is fixed by the configuration;
+    /// false when the host refused one (a host that sets gauges only
+    /// through a stream: its first stream sets them again).
+    pub fn set_gauges(&self, mut set: impl FnMut(u32, u64) -> HostResult<()>) -> bool {
+        self.gauges.iter().all(|&(id, v)| set(id, v).is_ok())
+    }
+
     /// Counts a stamped request of source `source`.
-    pub fn stamped(&self, host: &mut impl Host, source: usize, spoofed: usize, s: &Stamped) {
+    pub fn stamped(&self, host: &mut impl StreamHost, source: usize, spoofed: usize, s: &Stamped) {
         let Some(m) = self.sources.get(source) else {
             return;
         };

@@ -2,7 +2,7 @@
 //! trailers before the filter looks at anything, so that a client never
 //! chooses its stamps.
 
-use crate::host::{Host, HostResult};
+use crate::host::{Header, HostResult, StreamHost};
 use crate::stamps;
 
 /// Which of the request's maps.
@@ -15,20 +15,30 @@ pub enum Map {
 /// Removes every stamp-namespace name (any casing, `_` for `-`) from the
 /// host's map (each name once: one removal takes every value of it) and
 /// from `pairs`; returns how many values the client had sent.
-pub fn strip(host: &mut impl Host, pairs: &mut Vec<(&str, &[u8])>, map: Map) -> HostResult<usize> {
+pub fn strip(
+    host: &mut impl StreamHost,
+    pairs: &mut Vec<Header<'_>>,
+    map: Map,
+) -> HostResult<usize> {
     let before = pairs.len();
-    let mut removed: Vec<&str> = Vec::new();
+    if !pairs.iter().any(|(n, _)| stamps::is_stamp_header(n)) {
+        return Ok(0);
+    }
+    // The names are copied and their views dropped before the host removes
+    // a header: a view into the host's own map (the dynamic module's) is
+    // gone with the header it shows.
+    let mut names: Vec<String> = Vec::new();
     for (n, _) in pairs.iter() {
-        if stamps::is_stamp_header(n) && !removed.contains(n) {
-            match map {
-                Map::Headers => host.remove_request_header(n)?,
-                Map::Trailers => host.remove_request_trailer(n)?,
-            }
-            removed.push(n);
+        if stamps::is_stamp_header(n) && !names.iter().any(|r| r == n) {
+            names.push((*n).to_owned());
         }
     }
-    if !removed.is_empty() {
-        pairs.retain(|(n, _)| !stamps::is_stamp_header(n));
+    pairs.retain(|(n, _)| !stamps::is_stamp_header(n));
+    for n in &names {
+        match map {
+            Map::Headers => host.remove_request_header(n)?,
+            Map::Trailers => host.remove_request_trailer(n)?,
+        }
     }
     Ok(before - pairs.len())
 }

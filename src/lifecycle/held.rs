@@ -6,13 +6,13 @@ use super::Plugin;
 use crate::budget;
 use crate::config::Source;
 use crate::verify::{self, Reason};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// A request routed to a body source, held until its body is in.
-pub struct Held {
-    pub plugin: Rc<Plugin>,
-    /// Its plugin's root context: whose budget it is charged to.
-    pub root: u32,
+pub struct Held<K> {
+    pub plugin: Arc<Plugin>,
+    /// Its stream, as its adapter reaches it: for the tick.
+    pub key: K,
     /// The body length it declared, if any: the buffer never grows past it
     /// (it reserves nothing: bytes are charged as they arrive).
     pub declared: Option<usize>,
@@ -67,7 +67,7 @@ pub enum Check {
     Failed(Reason),
 }
 
-impl Held {
+impl<K> Held<K> {
     /// Its source, in its own plugin's config (where `source` came from).
     pub fn source(&self) -> Option<&Source> {
         self.plugin.config.sources.get(self.source)

@@ -4,7 +4,10 @@
 //! included by the tests that need it (`#[path]`), never in the library.
 #![allow(dead_code)]
 
-use hookstamp::host::{Host, HostError, HostResult, Level, MetricKind};
+use hookstamp::filter::contexts::Proxy;
+use hookstamp::host::{
+    ConfigHost, Header, HostError, HostResult, Level, MetricKind, StreamHost, Streams,
+};
 use hookstamp::pairs;
 use hookstamp::reply::Reply;
 
@@ -132,20 +135,17 @@ fn wire(map: &[(String, Vec<u8>)]) -> Vec<u8> {
     pairs::serialise(&pairs)
 }
 
-impl Host for MockHost {
-    fn plugin_config(&mut self) -> HostResult<Vec<u8>> {
-        self.call(Call::PluginConfig)?;
-        Ok(self.config.clone())
-    }
-
-    fn request_headers(&mut self) -> HostResult<Vec<u8>> {
+impl StreamHost for MockHost {
+    fn request_headers<'b>(&mut self, buf: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>> {
         self.call(Call::RequestHeaders)?;
-        Ok(wire(&self.headers))
+        *buf = wire(&self.headers);
+        Ok(pairs::parse(buf).unwrap_or_default())
     }
 
-    fn request_trailers(&mut self) -> HostResult<Vec<u8>> {
+    fn request_trailers<'b>(&mut self, buf: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>> {
         self.call(Call::RequestTrailers)?;
-        Ok(wire(&self.trailers))
+        *buf = wire(&self.trailers);
+        Ok(pairs::parse(buf).unwrap_or_default())
     }
 
     fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()> {
@@ -179,28 +179,10 @@ impl Host for MockHost {
         Ok(())
     }
 
-    fn set_effective_context(&mut self, context: u32) -> HostResult<()> {
-        self.call(Call::SetEffectiveContext)?;
-        self.context = context;
-        Ok(())
-    }
-
-    fn set_tick_period_ms(&mut self, ms: u32) -> HostResult<()> {
-        self.call(Call::SetTickPeriod)?;
-        self.tick_ms = Some(ms);
-        Ok(())
-    }
-
-    fn define_metric(&mut self, _kind: MetricKind, name: &str) -> HostResult<u32> {
-        self.call(Call::DefineMetric)?;
-        self.metrics.push((name.to_owned(), 0));
-        Ok(u32::try_from(self.metrics.len() - 1).unwrap_or(u32::MAX))
-    }
-
-    fn increment_metric(&mut self, id: u32, by: i64) -> HostResult<()> {
+    fn increment_metric(&mut self, id: u32, by: u64) -> HostResult<()> {
         self.call(Call::IncrementMetric)?;
         if let Some((_, v)) = self.metrics.get_mut(id as usize) {
-            *v += by;
+            *v += i64::try_from(by).unwrap_or(i64::MAX);
         }
         Ok(())
     }
@@ -232,5 +214,67 @@ impl Host for MockHost {
 
     fn log(&mut self, level: Level, message: &str) {
         self.log.push((level, message.to_owned()));
+    }
+}
+
+impl ConfigHost for MockHost {
+    fn define_metric(&mut self, _kind: MetricKind, name: &str) -> HostResult<u32> {
+        self.call(Call::DefineMetric)?;
+        self.metrics.push((name.to_owned(), 0));
+        Ok(u32::try_from(self.metrics.len() - 1).unwrap_or(u32::MAX))
+    }
+
+    fn record_metric(&mut self, id: u32, value: u64) -> HostResult<()> {
+        self.call(Call::RecordMetric)?;
+        if let Some((_, v)) = self.metrics.get_mut(id as usize) {
+            *v = i64::try_from(value).unwrap_or(i64::MAX);
+        }
+        Ok(())
+    }
+
+    fn set_tick_period_ms(&mut self, ms: u32) -> HostResult<()> {
+        self.call(Call::SetTickPeriod)?;
+        self.tick_ms = Some(ms);
+        Ok(())
+    }
+
+    fn now_ms(&mut self) -> u64 {
+        self.now_ms
+    }
+
+    fn log(&mut self, level: Level, message: &str) {
+        self.log.push((level, message.to_owned()));
+    }
+}
+
+/// The tick reaches a held request by making its context current, as
+/// proxy-wasm's `set_effective_context` does.
+impl Streams for MockHost {
+    type Key = u32;
+    type Stream<'a> = &'a mut MockHost;
+    fn stream(&mut self, key: u32) -> Option<&mut MockHost> {
+        if let Err(e) = self.call(Call::SetEffectiveContext) {
+            StreamHost::log(
+                self,
+                Level::Error,
+                &format!("cannot reach a held request: {e}"),
+            );
+            return None;
+        }
+        self.context = key;
+        Some(self)
+    }
+}
+
+impl Proxy for MockHost {
+    fn plugin_config(&mut self) -> HostResult<Vec<u8>> {
+        self.call(Call::PluginConfig)?;
+        Ok(self.config.clone())
+    }
+
+    fn set_effective_context(&mut self, context: u32) -> HostResult<()> {
+        self.call(Call::SetEffectiveContext)?;
+        self.context = context;
+        Ok(())
     }
 }

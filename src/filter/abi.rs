@@ -1,7 +1,8 @@
 //! The proxy-wasm ABI (0.2.1), and nothing else: the imports hookstamp
-//! calls, wrapped so that every status is a `HostResult` (`Proxy`, the
-//! `Host` of a real proxy), and the exports Envoy calls, each a shim over
-//! `dispatch`, which the tests run natively.
+//! calls, wrapped so that every status is a `HostResult` (`Wasm`, the host
+//! traits of a real proxy), and the exports Envoy calls, each a shim over
+//! `contexts`, which the tests run natively. The lifecycle's statuses and
+//! levels are mapped here onto the ABI's numbers.
 //!
 //! hookstamp implements the ABI itself rather than through the proxy-wasm
 //! SDK: the SDK's helpers end in `panic!` on an unexpected status (a panic
@@ -11,12 +12,15 @@
 //! hookstamp implements, so the module cargo builds is the module Envoy
 //! runs: no export is renamed or removed after the link.
 
-use crate::dispatch::Dispatch;
-use crate::host::{Host, HostError, HostResult, Level, MetricKind};
+use super::contexts::{Contexts, Proxy};
+use crate::host::{
+    ConfigHost, DataStatus, Header, HeadersStatus, HostError, HostResult, Level, MetricKind,
+    StreamHost, Streams,
+};
 use crate::pairs;
 use crate::reply::Reply;
 
-mod abi {
+mod imports {
     #[link(wasm_import_module = "env")]
     extern "C" {
         pub fn proxy_log(level: u32, data: *const u8, size: usize) -> u32;
@@ -111,42 +115,75 @@ fn buffer(
     }
 }
 
-fn map_pairs(map: u32) -> HostResult<Vec<u8>> {
+/// A header map: its wire form read into `buf`, and views into it.
+fn map_pairs(map: u32, buf: &mut Vec<u8>) -> HostResult<Vec<Header<'_>>> {
+    let call = "proxy_get_header_map_pairs";
     // SAFETY: the host only writes the two out-parameters.
-    buffer("proxy_get_header_map_pairs", |d, s| unsafe {
-        abi::proxy_get_header_map_pairs(map, d, s)
-    })
+    *buf = buffer(call, |d, s| unsafe {
+        imports::proxy_get_header_map_pairs(map, d, s)
+    })?;
+    // A map the host wrote wrong is a failed call, answered 500.
+    pairs::parse(buf).ok_or(HostError { call, status: 0 })
+}
+
+/// The ABI's FilterHeadersStatus.
+fn headers_status(s: HeadersStatus) -> u32 {
+    match s {
+        HeadersStatus::Continue => 0,
+        HeadersStatus::StopIteration => 1,
+    }
+}
+
+/// The ABI's FilterDataStatus.
+fn data_status(s: DataStatus) -> u32 {
+    match s {
+        DataStatus::Continue => 0,
+        DataStatus::StopAndWatermark => 2,
+        DataStatus::StopNoBuffer => 3,
+    }
+}
+
+/// The ABI's LogLevel.
+fn level(l: Level) -> u32 {
+    match l {
+        Level::Info => 2,
+        Level::Warn => 3,
+        Level::Error => 4,
+        Level::Critical => 5,
+    }
+}
+
+/// The ABI's MetricType.
+fn metric_kind(k: MetricKind) -> u32 {
+    match k {
+        MetricKind::Counter => 0,
+        MetricKind::Gauge => 1,
+    }
 }
 
 fn remove(map: u32, name: &str) -> HostResult<()> {
     // SAFETY: the host reads `name` within its length.
-    let s = unsafe { abi::proxy_remove_header_map_value(map, name.as_ptr(), name.len()) };
+    let s = unsafe { imports::proxy_remove_header_map_value(map, name.as_ptr(), name.len()) };
     status("proxy_remove_header_map_value", s)
 }
 
-/// The proxy, as the lifecycle's `Host`.
-struct Proxy;
+/// The proxy: its current context's stream, and the VM's configuration
+/// calls.
+struct Wasm;
 
-impl Host for Proxy {
-    fn plugin_config(&mut self) -> HostResult<Vec<u8>> {
-        // SAFETY: as in `map_pairs`.
-        buffer("proxy_get_buffer_bytes", |d, s| unsafe {
-            abi::proxy_get_buffer_bytes(BUFFER_PLUGIN_CONFIGURATION, 0, usize::MAX, d, s)
-        })
+impl StreamHost for Wasm {
+    fn request_headers<'b>(&mut self, buf: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>> {
+        map_pairs(MAP_REQUEST_HEADERS, buf)
     }
 
-    fn request_headers(&mut self) -> HostResult<Vec<u8>> {
-        map_pairs(MAP_REQUEST_HEADERS)
-    }
-
-    fn request_trailers(&mut self) -> HostResult<Vec<u8>> {
-        map_pairs(MAP_REQUEST_TRAILERS)
+    fn request_trailers<'b>(&mut self, buf: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>> {
+        map_pairs(MAP_REQUEST_TRAILERS, buf)
     }
 
     fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()> {
         // SAFETY: the host reads both within their lengths.
         let s = unsafe {
-            abi::proxy_add_header_map_value(
+            imports::proxy_add_header_map_value(
                 MAP_REQUEST_HEADERS,
                 name.as_ptr(),
                 name.len(),
@@ -165,7 +202,7 @@ impl Host for Proxy {
         // Envoy drains the first `size` bytes (the chunk) and prepends
         // `data`. SAFETY: the host reads `data` within its length.
         let s = unsafe {
-            abi::proxy_set_buffer_bytes(BUFFER_REQUEST_BODY, 0, size, data.as_ptr(), data.len())
+            imports::proxy_set_buffer_bytes(BUFFER_REQUEST_BODY, 0, size, data.as_ptr(), data.len())
         };
         status("proxy_set_buffer_bytes", s)
     }
@@ -173,7 +210,7 @@ impl Host for Proxy {
     fn set_property(&mut self, path: &str, value: &[u8]) -> HostResult<()> {
         // SAFETY: the host reads both within their lengths.
         let s = unsafe {
-            abi::proxy_set_property(path.as_ptr(), path.len(), value.as_ptr(), value.len())
+            imports::proxy_set_property(path.as_ptr(), path.len(), value.as_ptr(), value.len())
         };
         status("proxy_set_property", s)
     }
@@ -188,7 +225,7 @@ impl Host for Proxy {
         }
         // SAFETY: as in `map_pairs`.
         buffer("proxy_get_buffer_bytes", |d, s| unsafe {
-            abi::proxy_get_buffer_bytes(BUFFER_REQUEST_BODY, 0, size, d, s)
+            imports::proxy_get_buffer_bytes(BUFFER_REQUEST_BODY, 0, size, d, s)
         })
     }
 
@@ -199,7 +236,7 @@ impl Host for Proxy {
         let details = reply.details;
         // SAFETY: the host reads each buffer within its length.
         let s = unsafe {
-            abi::proxy_send_local_response(
+            imports::proxy_send_local_response(
                 reply.status,
                 details.as_ptr(),
                 details.len(),
@@ -213,48 +250,19 @@ impl Host for Proxy {
         status("proxy_send_local_response", s)
     }
 
-    fn set_effective_context(&mut self, context: u32) -> HostResult<()> {
+    fn increment_metric(&mut self, id: u32, by: u64) -> HostResult<()> {
+        let by = i64::try_from(by).unwrap_or(i64::MAX);
         // SAFETY: no memory is passed.
-        let s = unsafe { abi::proxy_set_effective_context(context) };
-        status("proxy_set_effective_context", s)
-    }
-
-    fn set_tick_period_ms(&mut self, ms: u32) -> HostResult<()> {
-        // SAFETY: no memory is passed.
-        let s = unsafe { abi::proxy_set_tick_period_milliseconds(ms) };
-        status("proxy_set_tick_period_milliseconds", s)
-    }
-
-    fn define_metric(&mut self, kind: MetricKind, name: &str) -> HostResult<u32> {
-        let mut id = 0u32;
-        // SAFETY: the host reads `name` within its length and writes `id`.
-        let s =
-            unsafe { abi::proxy_define_metric(kind as u32, name.as_ptr(), name.len(), &mut id) };
-        status("proxy_define_metric", s).map(|()| id)
-    }
-
-    fn increment_metric(&mut self, id: u32, by: i64) -> HostResult<()> {
-        // SAFETY: no memory is passed.
-        let s = unsafe { abi::proxy_increment_metric(id, by) };
+        let s = unsafe { imports::proxy_increment_metric(id, by) };
         status("proxy_increment_metric", s)
     }
 
     fn record_metric(&mut self, id: u32, value: u64) -> HostResult<()> {
-        // SAFETY: no memory is passed.
-        let s = unsafe { abi::proxy_record_metric(id, value) };
-        status("proxy_record_metric", s)
+        record_metric(id, value)
     }
 
     fn now_ms(&mut self) -> u64 {
-        let mut ns = 0u64;
-        // SAFETY: the host writes `ns`.
-        let s = unsafe { abi::proxy_get_current_time_nanoseconds(&mut ns) };
-        if s == OK {
-            ns / 1_000_000
-        } else {
-            // No clock: never late, rather than always.
-            0
-        }
+        now_ms()
     }
 
     fn log(&mut self, level: Level, message: &str) {
@@ -262,13 +270,90 @@ impl Host for Proxy {
     }
 }
 
-fn log(level: Level, message: &str) {
+impl ConfigHost for Wasm {
+    fn define_metric(&mut self, kind: MetricKind, name: &str) -> HostResult<u32> {
+        let mut id = 0u32;
+        // SAFETY: the host reads `name` within its length and writes `id`.
+        let s = unsafe {
+            imports::proxy_define_metric(metric_kind(kind), name.as_ptr(), name.len(), &mut id)
+        };
+        status("proxy_define_metric", s).map(|()| id)
+    }
+
+    fn record_metric(&mut self, id: u32, value: u64) -> HostResult<()> {
+        record_metric(id, value)
+    }
+
+    fn set_tick_period_ms(&mut self, ms: u32) -> HostResult<()> {
+        // SAFETY: no memory is passed.
+        let s = unsafe { imports::proxy_set_tick_period_milliseconds(ms) };
+        status("proxy_set_tick_period_milliseconds", s)
+    }
+
+    fn now_ms(&mut self) -> u64 {
+        now_ms()
+    }
+
+    fn log(&mut self, level: Level, message: &str) {
+        log(level, message);
+    }
+}
+
+impl Streams for Wasm {
+    type Key = u32;
+    type Stream<'a> = &'a mut Wasm;
+
+    fn stream(&mut self, context: u32) -> Option<&mut Wasm> {
+        match self.set_effective_context(context) {
+            Ok(()) => Some(self),
+            Err(e) => {
+                log(Level::Warn, &format!("a held request is gone: {e}"));
+                None
+            }
+        }
+    }
+}
+
+impl Proxy for Wasm {
+    fn plugin_config(&mut self) -> HostResult<Vec<u8>> {
+        // SAFETY: the host only writes the two out-parameters.
+        buffer("proxy_get_buffer_bytes", |d, s| unsafe {
+            imports::proxy_get_buffer_bytes(BUFFER_PLUGIN_CONFIGURATION, 0, usize::MAX, d, s)
+        })
+    }
+
+    fn set_effective_context(&mut self, context: u32) -> HostResult<()> {
+        // SAFETY: no memory is passed.
+        let s = unsafe { imports::proxy_set_effective_context(context) };
+        status("proxy_set_effective_context", s)
+    }
+}
+
+fn record_metric(id: u32, value: u64) -> HostResult<()> {
+    // SAFETY: no memory is passed.
+    let s = unsafe { imports::proxy_record_metric(id, value) };
+    status("proxy_record_metric", s)
+}
+
+fn now_ms() -> u64 {
+    let mut ns = 0u64;
+    // SAFETY: the host writes `ns`.
+    let s = unsafe { imports::proxy_get_current_time_nanoseconds(&mut ns) };
+    if s == OK {
+        ns / 1_000_000
+    } else {
+        // No clock: never late, rather than always.
+        0
+    }
+}
+
+fn log(l: Level, message: &str) {
     // SAFETY: the host reads `message` within its length.
-    let _ = unsafe { abi::proxy_log(level as u32, message.as_ptr(), message.len()) };
+    let _ = unsafe { imports::proxy_log(level(l), message.as_ptr(), message.len()) };
 }
 
 thread_local! {
-    static DISPATCH: Dispatch = Dispatch::default();
+    static CONTEXTS: Contexts = Contexts::default();
 }
 
 // The exports: the ABI's callbacks hookstamp implements, and nothing else.
@@ -312,17 +397,17 @@ pub extern "C" fn proxy_on_vm_start(_root: u32, _size: usize) -> u32 {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_context_create(context: u32, parent: u32) {
-    DISPATCH.with(|d| d.context_create(&mut Proxy, context, parent));
+    CONTEXTS.with(|c| c.on_context_create(context, parent));
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_configure(root: u32, _size: usize) -> u32 {
-    DISPATCH.with(|d| d.configure(&mut Proxy, root))
+    CONTEXTS.with(|c| u32::from(c.on_configure(&mut Wasm, root)))
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, end: u32) -> u32 {
-    DISPATCH.with(|d| d.request_headers(&mut Proxy, context, end))
+    headers_status(CONTEXTS.with(|c| c.on_request_headers(&mut Wasm, context, end != 0)))
 }
 
 /// With StopIterationAndBuffer, Envoy adds each new chunk to its buffer
@@ -331,20 +416,20 @@ pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, end: u
 /// control and hands the filter only the new one (see `lifecycle`).
 #[no_mangle]
 pub extern "C" fn proxy_on_request_body(context: u32, size: usize, end: u32) -> u32 {
-    DISPATCH.with(|d| d.request_body(&mut Proxy, context, size, end))
+    data_status(CONTEXTS.with(|c| c.on_request_body(&mut Wasm, context, size, end != 0)))
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_request_trailers(context: u32, _trailers: usize) -> u32 {
-    DISPATCH.with(|d| d.request_trailers(&mut Proxy, context))
+    headers_status(CONTEXTS.with(|c| c.on_request_trailers(&mut Wasm, context)))
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_tick(root: u32) {
-    DISPATCH.with(|d| d.tick(&mut Proxy, root));
+    CONTEXTS.with(|c| c.on_tick(&mut Wasm, root));
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_delete(context: u32) {
-    DISPATCH.with(|d| d.delete(context));
+    CONTEXTS.with(|c| c.on_delete(context));
 }

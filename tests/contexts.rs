@@ -1,5 +1,5 @@
-//! The exports' dispatch (`hookstamp::dispatch`), natively: what each
-//! export answers, in the ABI's numbers, for a whole request; a callback
+//! proxy-wasm's contexts (`hookstamp::filter::contexts`), natively: what
+//! each callback answers for a whole request; a callback
 //! that arrives inside another (answered fail-closed, logged); a delete
 //! that arrives while the VM is busy (done before the next callback).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -7,7 +7,7 @@
 #[path = "common/mock.rs"]
 mod mock;
 
-use hookstamp::dispatch::Dispatch;
+use hookstamp::filter::contexts::Contexts;
 use hookstamp::host::{DataStatus, HeadersStatus, Level};
 use mock::{Call, MockHost};
 use std::cell::RefCell;
@@ -18,15 +18,15 @@ const CONFIG: &str = r#"{"max_json_bytes": 1000, "max_held_bytes": 8000, "source
   {"id": "github", "dedupe": "github"},
   {"id": "stripe", "dedupe": {"json": "id"}}]}"#;
 
-fn boot() -> (Dispatch, MockHost) {
-    let d = Dispatch::default();
+fn boot() -> (Contexts, MockHost) {
+    let d = Contexts::default();
     let mut host = MockHost {
         config: CONFIG.as_bytes().to_vec(),
         now_ms: 1_000_000,
         ..MockHost::default()
     };
-    d.context_create(&mut host, ROOT, 0);
-    assert_eq!(d.configure(&mut host, ROOT), 1, "{:?}", host.log);
+    d.on_context_create(ROOT, 0);
+    assert!(d.on_configure(&mut host, ROOT), "{:?}", host.log);
     (d, host)
 }
 
@@ -40,68 +40,65 @@ fn request(host: &mut MockHost, ctx: u32, path: &str) {
 }
 
 #[test]
-fn each_export_answers_in_the_abis_numbers() {
+fn each_callback_answers_for_a_whole_request() {
     let (d, mut host) = boot();
     // A header source: stamped at the headers.
-    d.context_create(&mut host, 2, ROOT);
+    d.on_context_create(2, ROOT);
     request(&mut host, 2, "/webhooks/github");
     assert_eq!(
-        d.request_headers(&mut host, 2, 1),
-        HeadersStatus::Continue as u32
+        d.on_request_headers(&mut host, 2, true),
+        HeadersStatus::Continue
     );
     assert_eq!(host.header("x-hookstamp-dedupe-key"), vec![b"d-1"]);
-    d.delete(2);
+    d.on_delete(2);
     // A body source: held, its chunks kept under flow control, stamped at
     // the end of the body.
-    d.context_create(&mut host, 3, ROOT);
+    d.on_context_create(3, ROOT);
     request(&mut host, 3, "/webhooks/stripe");
     assert_eq!(
-        d.request_headers(&mut host, 3, 0),
-        HeadersStatus::StopIteration as u32
+        d.on_request_headers(&mut host, 3, false),
+        HeadersStatus::StopIteration
     );
     host.chunk = br#"{"id":"#.to_vec();
     assert_eq!(
-        d.request_body(&mut host, 3, 6, 0),
-        DataStatus::StopAndWatermark as u32
+        d.on_request_body(&mut host, 3, 6, false),
+        DataStatus::StopAndWatermark
     );
-    assert_eq!(d.held().map(|(n, _)| n), Some(1));
+    assert_eq!(d.holding().map(|(n, _)| n), Some(1));
     host.chunk = br#""evt_9"}"#.to_vec();
     assert_eq!(
-        d.request_body(&mut host, 3, 8, 1),
-        DataStatus::Continue as u32
+        d.on_request_body(&mut host, 3, 8, true),
+        DataStatus::Continue
     );
     assert_eq!(host.header("x-hookstamp-dedupe-key"), vec![b"evt_9"]);
-    assert_eq!(
-        d.request_trailers(&mut host, 3),
-        HeadersStatus::Continue as u32
-    );
-    d.delete(3);
-    assert_eq!(d.held(), Some((0, 0)));
+    assert_eq!(d.on_request_trailers(&mut host, 3), HeadersStatus::Continue);
+    d.on_delete(3);
+    assert_eq!(d.holding(), Some((0, 0)));
     // Unrouted: passed; a configuration that is refused: 0.
-    d.context_create(&mut host, 4, ROOT);
+    d.on_context_create(4, ROOT);
     request(&mut host, 4, "/elsewhere");
     assert_eq!(
-        d.request_headers(&mut host, 4, 1),
-        HeadersStatus::Continue as u32
+        d.on_request_headers(&mut host, 4, true),
+        HeadersStatus::Continue
     );
     let mut bad = MockHost {
         config: br#"{"sources": [{"id": "x", "dedupe": "nope"}]}"#.to_vec(),
         ..MockHost::default()
     };
-    d.context_create(&mut bad, 50, 0);
-    assert_eq!(d.configure(&mut bad, 50), 0);
+    d.on_context_create(50, 0);
+    assert!(!d.on_configure(&mut bad, 50));
 }
 
 #[test]
 fn a_request_on_a_plugin_that_is_not_configured_is_answered_500() {
-    let d = Dispatch::default();
+    let d = Contexts::default();
     let mut host = MockHost::default();
-    d.context_create(&mut host, 7, 0);
-    d.context_create(&mut host, 8, 7);
+    d.on_context_create(7, 0);
+    d.on_context_create(8, 7);
     request(&mut host, 8, "/webhooks/github");
     assert_eq!(
-        d.request_headers(&mut host, 8, 1),
-        HeadersStatus::StopIteration as u32
+        d.on_request_headers(&mut host, 8, true),
+        HeadersStatus::StopIteration
     );
     assert_eq!(
         host.replies
@@ -117,15 +114,15 @@ fn a_request_on_a_plugin_that_is_not_configured_is_answered_500() {
 fn a_callback_inside_another_fails_closed_and_a_delete_inside_one_waits() {
     let (d, mut host) = boot();
     let d = Rc::new(d);
-    d.context_create(&mut host, 2, ROOT);
-    d.context_create(&mut host, 3, ROOT);
+    d.on_context_create(2, ROOT);
+    d.on_context_create(3, ROOT);
     // Request 3 is held for its body.
     request(&mut host, 3, "/webhooks/stripe");
     assert_eq!(
-        d.request_headers(&mut host, 3, 0),
-        HeadersStatus::StopIteration as u32
+        d.on_request_headers(&mut host, 3, false),
+        HeadersStatus::StopIteration
     );
-    assert_eq!(d.held().map(|(n, _)| n), Some(1));
+    assert_eq!(d.holding().map(|(n, _)| n), Some(1));
     // While request 2's headers are read, the host calls back into the
     // module: a headers callback for another request, and a delete of 3.
     let inner = Rc::new(RefCell::new(Vec::new()));
@@ -134,22 +131,22 @@ fn a_callback_inside_another_fails_closed_and_a_delete_inside_one_waits() {
     host.on_call = Some(Box::new(move |call| {
         if call == Call::RequestHeaders && std::mem::take(&mut once) {
             let mut other = MockHost::default();
-            let status = d2.request_headers(&mut other, 9, 1);
-            d2.delete(3);
+            let status = d2.on_request_headers(&mut other, 9, true);
+            d2.on_delete(3);
             seen.borrow_mut().push((status, other.log));
         }
     }));
     request(&mut host, 2, "/webhooks/github");
     assert_eq!(
-        d.request_headers(&mut host, 2, 1),
-        HeadersStatus::Continue as u32
+        d.on_request_headers(&mut host, 2, true),
+        HeadersStatus::Continue
     );
     host.on_call = None;
     let inner = inner.borrow();
     let (status, log) = &inner[0];
     assert_eq!(
         *status,
-        HeadersStatus::StopIteration as u32,
+        HeadersStatus::StopIteration,
         "fail closed, never passed"
     );
     assert!(log
@@ -158,15 +155,15 @@ fn a_callback_inside_another_fails_closed_and_a_delete_inside_one_waits() {
     // The request refused inside another never passes: its body stops.
     host.chunk = b"{}".to_vec();
     assert_eq!(
-        d.request_body(&mut host, 9, 2, 1),
-        DataStatus::StopNoBuffer as u32
+        d.on_request_body(&mut host, 9, 2, true),
+        DataStatus::StopNoBuffer
     );
     assert_eq!(
-        d.request_trailers(&mut host, 9),
-        HeadersStatus::StopIteration as u32
+        d.on_request_trailers(&mut host, 9),
+        HeadersStatus::StopIteration
     );
     // The delete waited: 3 is still held until the next callback runs.
-    assert_eq!(d.held().map(|(n, _)| n), Some(1));
-    d.tick(&mut host, ROOT);
-    assert_eq!(d.held(), Some((0, 0)));
+    assert_eq!(d.holding().map(|(n, _)| n), Some(1));
+    d.on_tick(&mut host, ROOT);
+    assert_eq!(d.holding(), Some((0, 0)));
 }

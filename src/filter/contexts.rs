@@ -1,0 +1,213 @@
+//! proxy-wasm's context ids, kept here and nowhere else: a root context is
+//! a plugin's instance on this VM, a request context a `Request`. Generic
+//! over the proxy (`Proxy`), so the tests run it natively with the mock
+//! host; `abi` runs it with the real one.
+
+use crate::host::{DataStatus, HeadersStatus, HostResult, Level, StreamHost, Streams};
+use crate::lifecycle::{Instance, Plugin, Request};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// The proxy as proxy-wasm has it: one current context, which the stream
+/// calls act on and which the tick moves (`Streams::stream` makes a held
+/// request's context current).
+pub trait Proxy: Streams<Key = u32> + StreamHost {
+    /// The plugin configuration, as the proxy hands it over.
+    fn plugin_config(&mut self) -> HostResult<Vec<u8>>;
+    /// Makes a context current outside its own callbacks.
+    fn set_effective_context(&mut self, context: u32) -> HostResult<()>;
+}
+
+/// Context ids are small integers the host hands out, not attacker input:
+/// a multiplicative hash is enough, and a fraction of SipHash's cost on
+/// every request's create, lookups and delete.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type ById<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
+
+/// One VM's contexts (one VM per thread: one per Envoy worker).
+#[derive(Default)]
+pub struct Contexts {
+    map: RefCell<Map>,
+    /// Deletes that arrived while a callback ran: never seen from Envoy,
+    /// which defers its calls past the current one; kept for any host that
+    /// calls back into the module from inside a host call.
+    deferred: RefCell<Vec<u32>>,
+    /// Requests whose headers came inside another callback and were held
+    /// (fail closed) without being looked at: their body and trailers go
+    /// no further either, never forwarded without stamps.
+    stopped: RefCell<Vec<u32>>,
+}
+
+#[derive(Default)]
+struct Map {
+    /// Each root context's instance; `None` until it is configured, or when
+    /// its configuration was refused.
+    roots: ById<Option<Rc<Instance<u32>>>>,
+    requests: ById<Request<u32>>,
+}
+
+impl Contexts {
+    /// Runs `f` on the map, the deferred deletes done first; `or` (logged)
+    /// when a callback runs already: one inside another.
+    fn with<P: Proxy, T>(&self, host: &mut P, or: T, f: impl FnOnce(&mut Map, &mut P) -> T) -> T {
+        let Ok(mut map) = self.map.try_borrow_mut() else {
+            StreamHost::log(
+                host,
+                Level::Critical,
+                "hookstamp: a callback arrived inside another",
+            );
+            return or;
+        };
+        for c in std::mem::take(&mut *self.deferred.borrow_mut()) {
+            map.delete(c);
+        }
+        f(&mut map, host)
+    }
+
+    /// proxy_on_context_create: a root context (parent 0) or a request. A
+    /// create inside another callback (no proxy does it) makes nothing, and
+    /// that request's headers are then held, never passed (fail closed).
+    pub fn on_context_create(&self, context: u32, parent: u32) {
+        let Ok(mut map) = self.map.try_borrow_mut() else {
+            return;
+        };
+        if parent == 0 {
+            map.roots.insert(context, None);
+        } else {
+            let instance = map.roots.get(&parent).cloned().flatten();
+            map.requests
+                .insert(context, Request::new(instance, context));
+        }
+    }
+
+    /// proxy_on_configure: false (the proxy refuses the filter) with every
+    /// error logged.
+    pub fn on_configure(&self, host: &mut impl Proxy, root: u32) -> bool {
+        let raw = match host.plugin_config() {
+            Ok(raw) => raw,
+            Err(e) => {
+                let e = format!("config: cannot read it: {e}");
+                StreamHost::log(host, Level::Error, &e);
+                return false;
+            }
+        };
+        let Some(plugin) = Plugin::load(host, &raw) else {
+            return false;
+        };
+        let instance = Instance::new(Arc::new(plugin));
+        self.with(host, false, |map, _| {
+            map.roots.insert(root, Some(instance));
+            true
+        })
+    }
+
+    /// proxy_on_request_headers. Fail closed: a request the filter cannot
+    /// look at is held, not passed.
+    pub fn on_request_headers(
+        &self,
+        host: &mut impl Proxy,
+        context: u32,
+        end: bool,
+    ) -> HeadersStatus {
+        let status = self.with(host, None, |map, host| {
+            let r = map.requests.get_mut(&context)?;
+            Some(r.on_headers(host, end))
+        });
+        status.unwrap_or_else(|| {
+            self.stopped.borrow_mut().push(context);
+            HeadersStatus::StopIteration
+        })
+    }
+
+    fn was_stopped(&self, context: u32) -> bool {
+        self.stopped.borrow().contains(&context)
+    }
+
+    /// proxy_on_request_body.
+    pub fn on_request_body(
+        &self,
+        host: &mut impl Proxy,
+        context: u32,
+        size: usize,
+        end: bool,
+    ) -> DataStatus {
+        if self.was_stopped(context) {
+            return DataStatus::StopNoBuffer;
+        }
+        self.with(host, DataStatus::StopNoBuffer, |map, host| {
+            map.requests
+                .get_mut(&context)
+                .map_or(DataStatus::StopNoBuffer, |r| r.on_body(host, size, end))
+        })
+    }
+
+    /// proxy_on_request_trailers.
+    pub fn on_request_trailers(&self, host: &mut impl Proxy, context: u32) -> HeadersStatus {
+        if self.was_stopped(context) {
+            return HeadersStatus::StopIteration;
+        }
+        self.with(host, HeadersStatus::StopIteration, |map, host| {
+            map.requests
+                .get_mut(&context)
+                .map_or(HeadersStatus::StopIteration, |r| r.on_trailers(host))
+        })
+    }
+
+    /// proxy_on_tick of a root context: its instance's tick, each answer
+    /// made with its request's context current, the root's again after.
+    pub fn on_tick(&self, host: &mut impl Proxy, root: u32) {
+        let instance = self.with(host, None, |map, _| map.roots.get(&root).cloned().flatten());
+        if instance.is_some_and(|i| i.on_tick(host)) {
+            let _ = host.set_effective_context(root);
+        }
+    }
+
+    /// proxy_on_delete: done now, or before the next callback when one
+    /// runs. A root's instance lives on with the requests that use it.
+    pub fn on_delete(&self, context: u32) {
+        self.stopped.borrow_mut().retain(|c| *c != context);
+        match self.map.try_borrow_mut() {
+            Ok(mut map) => map.delete(context),
+            Err(_) => self.deferred.borrow_mut().push(context),
+        }
+    }
+
+    /// How many requests this VM's configured roots hold for their body,
+    /// and their bytes; `None` while a callback runs.
+    pub fn holding(&self) -> Option<(usize, usize)> {
+        let map = self.map.try_borrow().ok()?;
+        let mut sum = (0, 0);
+        for i in map.roots.values().flatten() {
+            let (n, bytes) = i.holding()?;
+            sum = (sum.0 + n, sum.1 + bytes);
+        }
+        Some(sum)
+    }
+}
+
+impl Map {
+    fn delete(&mut self, context: u32) {
+        if self.requests.remove(&context).is_none() {
+            self.roots.remove(&context);
+        }
+    }
+}

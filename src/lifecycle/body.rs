@@ -1,0 +1,139 @@
+//! A body callback of a held request: the new chunk charged, copied where
+//! body keys need it and fed to the signature check; at the end of the
+//! body, the request finished. A streamed request's chunks pass on.
+
+use super::finish::{self, Kept};
+use super::headers::busy;
+use super::held::{Check, Held};
+use super::tick::body_timeout;
+use super::{answer_internal, data, send, Holds};
+use crate::budget;
+use crate::host::{DataStatus, StreamHost};
+
+/// `w` was released from `holds` for the callback: held again unless it
+/// ends here.
+pub(super) fn on_body<K>(
+    host: &mut impl StreamHost,
+    holds: &mut Holds<K>,
+    serial: u64,
+    mut w: Box<Held<K>>,
+    size: usize,
+    end_of_stream: bool,
+) -> DataStatus {
+    w.seen_body = true;
+    if w.streaming {
+        return stream_body(host, holds, serial, w, size, end_of_stream);
+    }
+    let plugin = w.plugin.clone();
+    let cfg = &plugin.config;
+    let now = host.now_ms();
+    if now > w.deadline_ms {
+        return data(body_timeout(host, &w));
+    }
+    let seen = w.seen_bytes;
+    if seen.saturating_add(size) > cfg.max_json_bytes {
+        return data(finish::finish(host, *w, Kept::OverLimit));
+    }
+    let keeps = w.keeps_body;
+    let cap = w
+        .declared
+        .map_or(cfg.max_json_bytes, |d| d.min(cfg.max_json_bytes));
+    let (len, capacity) = (w.body.len(), w.body.capacity());
+    let growth = budget::growth(keeps, len, capacity, size, cap);
+    // `w` is released: its charge is out of the pool, its bytes are not.
+    let need = w.charged.saturating_add(growth.extra);
+    if !holds.fits(need, cfg.max_held_bytes) {
+        return data(busy(host, &w));
+    }
+    // A body that arrives whole in one chunk is kept as the host handed it
+    // over, not copied again.
+    let whole = keeps && end_of_stream && len == 0;
+    if !whole {
+        w.body.reserve_exact(growth.capacity - len);
+    }
+    let chunk = match host.request_body(size) {
+        Ok(chunk) => chunk,
+        Err(e) => return data(answer_internal(host, Some(&plugin), &e.to_string())),
+    };
+    if let Check::Running(p) = &mut w.check {
+        p.update(&chunk);
+    }
+    if let Some(h) = &mut w.digest {
+        sha2::Digest::update(h.as_mut(), &chunk);
+    }
+    w.seen_bytes = seen + chunk.len();
+    if whole {
+        w.body = chunk;
+    } else if keeps {
+        w.body.extend_from_slice(&chunk);
+    }
+    if end_of_stream {
+        return data(finish::finish(host, *w, Kept::Whole));
+    }
+    holds.hold(serial, w);
+    DataStatus::StopAndWatermark
+}
+
+/// A streamed request's body chunk: fed to its signature check and let
+/// through, but for its last byte where the request declared a length
+/// (which would complete the upstream request before the verdict); at the
+/// end, the verdict: the held byte let go, or 401 and the upstream request
+/// reset. Every chunk moves its deadline (an idle timeout).
+fn stream_body<K>(
+    host: &mut impl StreamHost,
+    holds: &mut Holds<K>,
+    serial: u64,
+    mut w: Box<Held<K>>,
+    size: usize,
+    end_of_stream: bool,
+) -> DataStatus {
+    let now = host.now_ms();
+    if now > w.deadline_ms {
+        return data(body_timeout(host, &w));
+    }
+    let plugin = w.plugin.clone();
+    let chunk = match host.request_body(size) {
+        Ok(c) => c,
+        Err(e) => return data(answer_internal(host, Some(&plugin), &e.to_string())),
+    };
+    if let Check::Running(p) = &mut w.check {
+        p.update(&chunk);
+    }
+    w.seen_bytes = w.seen_bytes.saturating_add(chunk.len());
+    // What this callback lets through: the byte held back before, then the
+    // chunk (the chunk itself, not a copy, where nothing was held).
+    let mut out = chunk;
+    let tail_before = match w.tail.take() {
+        Some(b) => {
+            out.insert(0, b);
+            true
+        }
+        None => false,
+    };
+    if end_of_stream {
+        return match finish::stream_verdict(host, &mut w) {
+            Ok(_) if !tail_before => DataStatus::Continue,
+            Ok(_) => match host.set_request_body(size, &out) {
+                Ok(()) => DataStatus::Continue,
+                Err(e) => data(answer_internal(host, Some(&plugin), &e.to_string())),
+            },
+            Err(r) => data(send(host, &r)),
+        };
+    }
+    if w.declared.is_some() {
+        w.tail = out.pop();
+    }
+    if tail_before || w.tail.is_some() {
+        if let Err(e) = host.set_request_body(size, &out) {
+            return data(answer_internal(host, Some(&plugin), &e.to_string()));
+        }
+    }
+    // Idle for max_hold_ms, or max_stream_ms in all: a stream keeps an
+    // upstream request open, which a forgery must not do for long.
+    let cfg = &plugin.config;
+    w.deadline_ms = now
+        .saturating_add(cfg.max_hold_ms)
+        .min(w.started_ms.saturating_add(cfg.max_stream_ms));
+    holds.hold(serial, w);
+    DataStatus::Continue
+}
