@@ -131,7 +131,15 @@ impl Envoy {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let mut views = vec![EnvoyHeader::EMPTY; n];
+        // Envoy's views, on the stack for a usual request.
+        let mut stack = [EnvoyHeader::EMPTY; 48];
+        let mut heap = Vec::new();
+        let views: &mut [EnvoyHeader] = if n <= stack.len() {
+            &mut stack[..n]
+        } else {
+            heap.resize(n, EnvoyHeader::EMPTY);
+            &mut heap
+        };
         // SAFETY: `views` has room for the `n` headers Envoy reported.
         if !unsafe {
             abi::envoy_dynamic_module_callback_http_get_headers(self.0, kind, views.as_mut_ptr())
@@ -179,6 +187,24 @@ impl Envoy {
             )
         };
         ok.then_some(()).ok_or(failed(call))
+    }
+}
+
+impl Envoy {
+    /// A counter's increment or a gauge's value (`call` is `f`'s name).
+    fn metric(
+        &self,
+        call: &'static str,
+        f: unsafe extern "C" fn(FilterEnvoyPtr, usize, *mut ModuleBuffer, usize, u64) -> u32,
+        id: u32,
+        value: u64,
+    ) -> HostResult<()> {
+        let id = usize::try_from(id).map_err(|_| failed(call))?;
+        // SAFETY: a live filter of this thread; no labels are passed.
+        let r = unsafe { f(self.0, id, std::ptr::null_mut(), 0, value) };
+        (r == abi::METRICS_SUCCESS)
+            .then_some(())
+            .ok_or(HostError { call, status: r })
     }
 }
 
@@ -282,39 +308,21 @@ impl StreamHost for Envoy {
     }
 
     fn increment_metric(&mut self, id: u32, by: u64) -> HostResult<()> {
-        let call = "envoy_dynamic_module_callback_http_filter_increment_counter";
-        let id = usize::try_from(id).map_err(|_| failed(call))?;
-        // SAFETY: no labels are passed.
-        let r = unsafe {
-            abi::envoy_dynamic_module_callback_http_filter_increment_counter(
-                self.0,
-                id,
-                std::ptr::null_mut(),
-                0,
-                by,
-            )
-        };
-        (r == abi::METRICS_SUCCESS)
-            .then_some(())
-            .ok_or(HostError { call, status: r })
+        self.metric(
+            "envoy_dynamic_module_callback_http_filter_increment_counter",
+            abi::envoy_dynamic_module_callback_http_filter_increment_counter,
+            id,
+            by,
+        )
     }
 
     fn record_metric(&mut self, id: u32, value: u64) -> HostResult<()> {
-        let call = "envoy_dynamic_module_callback_http_filter_set_gauge";
-        let id = usize::try_from(id).map_err(|_| failed(call))?;
-        // SAFETY: no labels are passed.
-        let r = unsafe {
-            abi::envoy_dynamic_module_callback_http_filter_set_gauge(
-                self.0,
-                id,
-                std::ptr::null_mut(),
-                0,
-                value,
-            )
-        };
-        (r == abi::METRICS_SUCCESS)
-            .then_some(())
-            .ok_or(HostError { call, status: r })
+        self.metric(
+            "envoy_dynamic_module_callback_http_filter_set_gauge",
+            abi::envoy_dynamic_module_callback_http_filter_set_gauge,
+            id,
+            value,
+        )
     }
 
     fn set_property(&mut self, path: &str, value: &[u8]) -> HostResult<()> {

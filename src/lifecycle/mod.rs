@@ -309,6 +309,14 @@ impl<K: Copy> Request<K> {
         status
     }
 
+    /// Its instance, unless the request was answered (or never had one):
+    /// what the proxy still hands over for it then goes no further.
+    fn unanswered(&self) -> Option<Rc<Instance<K>>> {
+        self.instance
+            .clone()
+            .filter(|_| self.phase != Phase::Answered)
+    }
+
     /// A body callback: `size` new bytes.
     pub fn on_body(
         &mut self,
@@ -316,11 +324,7 @@ impl<K: Copy> Request<K> {
         size: usize,
         end_of_stream: bool,
     ) -> DataStatus {
-        let Some(inst) = self
-            .instance
-            .clone()
-            .filter(|_| self.phase != Phase::Answered)
-        else {
+        let Some(inst) = self.unanswered() else {
             return DataStatus::StopNoBuffer;
         };
         let (serial, phase) = (self.serial, self.phase);
@@ -346,11 +350,7 @@ impl<K: Copy> Request<K> {
     /// The trailers callback: strips stamp names from the trailers of every
     /// request; a held body ends here.
     pub fn on_trailers(&mut self, host: &mut impl StreamHost) -> HeadersStatus {
-        let Some(inst) = self
-            .instance
-            .clone()
-            .filter(|_| self.phase != Phase::Answered)
-        else {
+        let Some(inst) = self.unanswered() else {
             return HeadersStatus::StopIteration;
         };
         let (serial, phase) = (self.serial, self.phase);
