@@ -64,7 +64,7 @@ pub(super) fn check(
                     );
                     return None;
                 };
-                let mut tokens = super::verify::secret_list(
+                let mut tokens = super::secrets::secret_list(
                     std::slice::from_ref(t),
                     "handshake verify_token",
                     false,

@@ -9,6 +9,8 @@ mod fields;
 mod handshake;
 mod keys;
 mod reads;
+mod scheme;
+mod secrets;
 mod sink;
 mod source;
 pub mod structpb;
