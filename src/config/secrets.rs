@@ -7,6 +7,7 @@ use super::bounds::{within, MAX_SECRETS, MAX_TENANTS};
 use super::diag::{Diags, Issue, Scope};
 use super::fields::{kind, Env};
 use super::{tenant_ok, Routing};
+use crate::names::{env_name_ok, ENV_NAME_FORM};
 use crate::verify::{Algorithm, Encoding, Key, Scheme, Secret, Secrets};
 use serde_json::{Map, Value};
 
@@ -101,7 +102,7 @@ fn read(
                 scope,
                 "bad_env_name",
                 format!(
-                    "{place}: env must name an environment variable ([A-Za-z_][A-Za-z0-9_]*, not a whsec_ value); \
+                    "{place}: env must name an environment variable ({ENV_NAME_FORM}, not a whsec_ value); \
                      what is there is not shown, in case it is the secret itself"
                 ),
             );
@@ -319,15 +320,4 @@ fn public_key(bytes: Vec<u8>, place: &str, from: &str) -> Result<Secret, Issue> 
             format!("{place}: {from} is not an Ed25519 public key (not a point of the curve)"),
         )),
     }
-}
-
-/// An environment variable's name, and not a secret's value in its place.
-fn env_name_ok(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && !name.starts_with("whsec_")
-        && name.len() <= 128
 }
