@@ -8,7 +8,10 @@ use crate::handshake::Handshake;
 use crate::verify::Verify;
 use serde_json::Value;
 
-const NAMES: &[&str] = &["slack", "discord", "zoom", "meta", "crc"];
+/// The handshakes' names (`providers`).
+fn names() -> Vec<&'static str> {
+    crate::providers::listed(|p| p.handshake)
+}
 
 /// Checks a source's handshake against its verification: a POST handshake
 /// is answered only once its signature verified, so it needs `verify`;
@@ -46,8 +49,8 @@ pub(super) fn check(
                     "bad_handshake",
                     format!(
                         "unknown handshake {other:?}{} (known: {})",
-                        did_you_mean(other, NAMES),
-                        NAMES.join(", ")
+                        did_you_mean(other, &names()),
+                        names().join(", ")
                     ),
                 );
                 return None;
@@ -117,7 +120,7 @@ pub(super) fn check(
                 "bad_handshake",
                 format!(
                     "handshake must be one of {} (meta and crc as objects)",
-                    NAMES.join(", ")
+                    names().join(", ")
                 ),
             );
             return None;
@@ -144,4 +147,27 @@ pub(super) fn check(
         );
     }
     Some(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::diag::{Diags, Scope};
+    use serde_json::{json, Value};
+
+    /// Every handshake a provider's row names is one the checker takes (as
+    /// its name, or for meta and crc as an object).
+    #[test]
+    fn every_providers_handshake_is_known() {
+        let env = |_: &str| Some("token".to_owned());
+        for name in super::names() {
+            let mut d = Diags::default();
+            let form = match name {
+                "meta" => json!({"scheme": "meta", "verify_token": {"env": "T"}}),
+                "crc" => json!({"scheme": "crc"}),
+                n => Value::String(n.to_owned()),
+            };
+            let h = super::check(&form, None, &Scope::Config, &env, &mut d);
+            assert_eq!(h.map(|h| h.name()), Some(name));
+        }
+    }
 }

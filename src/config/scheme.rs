@@ -20,7 +20,7 @@ pub(super) fn scheme(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> Option<
             let hint = if shown(&v) == kind(&v) {
                 String::new()
             } else {
-                super::fields::did_you_mean(p, verify::PRESETS)
+                super::fields::did_you_mean(p, &Scheme::presets())
             };
             d.push(
                 scope,
@@ -28,7 +28,7 @@ pub(super) fn scheme(v: Option<&Value>, scope: &Scope, d: &mut Diags) -> Option<
                 format!(
                     "unknown scheme {}{hint} (presets: {}; or a custom scheme object)",
                     shown(&v),
-                    verify::PRESETS.join(", ")
+                    Scheme::presets().join(", ")
                 ),
             );
             None

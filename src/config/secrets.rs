@@ -8,6 +8,7 @@ use super::diag::{Diags, Issue, Scope};
 use super::fields::{kind, Env};
 use super::{tenant_ok, Routing};
 use crate::names::{env_name_ok, ENV_NAME_FORM};
+use crate::providers::SchemePreset;
 use crate::verify::{Algorithm, Encoding, Key, Scheme, Secret, Secrets};
 use serde_json::{Map, Value};
 
@@ -29,8 +30,10 @@ pub(super) enum KeyForm {
 impl KeyForm {
     pub(super) fn of(s: &Scheme) -> KeyForm {
         match s {
-            Scheme::StandardWebhooks | Scheme::Svix => KeyForm::Standard,
-            Scheme::Discord => KeyForm::Public(Encoding::Hex),
+            Scheme::Preset(SchemePreset::StandardWebhooks | SchemePreset::Svix) => {
+                KeyForm::Standard
+            }
+            Scheme::Preset(SchemePreset::Discord) => KeyForm::Public(Encoding::Hex),
             Scheme::Custom(c) if c.algorithm == Algorithm::Ed25519 => KeyForm::Public(c.encoding),
             _ => KeyForm::Raw,
         }

@@ -9,6 +9,7 @@ use super::diag::{Diags, Issue, Scope};
 use super::fields::{field, kind, shown, unknown_fields, Env};
 use super::secrets::KeyForm;
 use super::Routing;
+use crate::providers::SchemePreset;
 use crate::verify::{Mode, OnFailure, PublicUrl, Scheme, Verify};
 use serde_json::{Map, Value};
 
@@ -118,7 +119,7 @@ fn failure_and_mode(
     }
     // Twilio signs a form body's fields sorted: its check needs the whole
     // body, which a streamed source never holds.
-    if mode == Mode::Stream && scheme == Some(&Scheme::Twilio) {
+    if mode == Mode::Stream && scheme == Some(&Scheme::Preset(SchemePreset::Twilio)) {
         d.push(
             scope,
             "stream_needs_body",

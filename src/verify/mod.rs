@@ -25,6 +25,7 @@ pub(crate) use pending::ct_eq;
 pub use pending::Pending;
 pub use standard::MAX_ED25519_SIGNATURES;
 
+use crate::providers::{self, SchemePreset};
 use headers::Headers;
 use std::fmt;
 
@@ -93,69 +94,42 @@ pub struct Request<'r> {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scheme {
-    Stripe,
-    Github,
-    Shopify,
-    Slack,
-    StandardWebhooks,
-    Svix,
-    Discord,
-    Twilio,
+    /// A provider's own (its row in `providers`).
+    Preset(SchemePreset),
     Custom(Custom),
 }
 
-pub const PRESETS: &[&str] = &[
-    "stripe",
-    "github",
-    "shopify",
-    "slack",
-    "standard_webhooks",
-    "svix",
-    "discord",
-    "twilio",
-];
-
 impl Scheme {
+    /// A preset by name.
     pub fn preset(name: &str) -> Option<Scheme> {
-        Some(match name {
-            "stripe" => Scheme::Stripe,
-            "github" => Scheme::Github,
-            "shopify" => Scheme::Shopify,
-            "slack" => Scheme::Slack,
-            "standard_webhooks" => Scheme::StandardWebhooks,
-            "svix" => Scheme::Svix,
-            "discord" => Scheme::Discord,
-            "twilio" => Scheme::Twilio,
-            _ => return None,
-        })
+        providers::find(name)?.scheme.map(Scheme::Preset)
+    }
+
+    /// The presets' names, for error messages.
+    pub fn presets() -> Vec<&'static str> {
+        providers::listed(|p| p.scheme.map(|_| p.name))
     }
 
     /// The scheme's name as the configuration writes it.
     pub fn name(&self) -> &'static str {
         match self {
-            Scheme::Stripe => "stripe",
-            Scheme::Github => "github",
-            Scheme::Shopify => "shopify",
-            Scheme::Slack => "slack",
-            Scheme::StandardWebhooks => "standard_webhooks",
-            Scheme::Svix => "svix",
-            Scheme::Discord => "discord",
-            Scheme::Twilio => "twilio",
+            Scheme::Preset(p) => p.name(),
             Scheme::Custom(_) => "custom",
         }
     }
 
     /// The header the signature is read from, as `explain` names it.
     pub fn signature_header(&self) -> &str {
+        use SchemePreset as P;
         match self {
-            Scheme::Stripe => "stripe-signature",
-            Scheme::Github => "x-hub-signature-256",
-            Scheme::Shopify => "x-shopify-hmac-sha256",
-            Scheme::Slack => "x-slack-signature",
-            Scheme::StandardWebhooks => "webhook-signature",
-            Scheme::Svix => "svix-signature (or webhook-signature)",
-            Scheme::Discord => "x-signature-ed25519",
-            Scheme::Twilio => "x-twilio-signature",
+            Scheme::Preset(P::Stripe) => "stripe-signature",
+            Scheme::Preset(P::Github) => "x-hub-signature-256",
+            Scheme::Preset(P::Shopify) => "x-shopify-hmac-sha256",
+            Scheme::Preset(P::Slack) => "x-slack-signature",
+            Scheme::Preset(P::StandardWebhooks) => "webhook-signature",
+            Scheme::Preset(P::Svix) => "svix-signature (or webhook-signature)",
+            Scheme::Preset(P::Discord) => "x-signature-ed25519",
+            Scheme::Preset(P::Twilio) => "x-twilio-signature",
             Scheme::Custom(c) => &c.header,
         }
     }
@@ -164,7 +138,7 @@ impl Scheme {
     /// scheme and host only `public_url` gives.
     pub fn signs_url(&self) -> bool {
         match self {
-            Scheme::Twilio => true,
+            Scheme::Preset(SchemePreset::Twilio) => true,
             Scheme::Custom(c) => c.signs_url(),
             _ => false,
         }
@@ -176,12 +150,13 @@ impl Verify {
     /// the signature header itself. A key read from any other header is
     /// the sender's to choose, even on a verified request.
     pub fn signed_headers(&self) -> Vec<String> {
+        use SchemePreset as P;
         let names: &[&str] = match &self.scheme {
-            Scheme::Stripe | Scheme::Github | Scheme::Shopify | Scheme::Twilio => &[],
-            Scheme::Slack => &["x-slack-request-timestamp"],
-            Scheme::Discord => &["x-signature-timestamp"],
-            Scheme::StandardWebhooks => &["webhook-id", "webhook-timestamp"],
-            Scheme::Svix => &[
+            Scheme::Preset(P::Stripe | P::Github | P::Shopify | P::Twilio) => &[],
+            Scheme::Preset(P::Slack) => &["x-slack-request-timestamp"],
+            Scheme::Preset(P::Discord) => &["x-signature-timestamp"],
+            Scheme::Preset(P::StandardWebhooks) => &["webhook-id", "webhook-timestamp"],
+            Scheme::Preset(P::Svix) => &[
                 "svix-id",
                 "svix-timestamp",
                 "webhook-id",
@@ -292,15 +267,16 @@ impl Verify {
             now_s,
             tolerance_s: self.tolerance_s,
         };
+        use SchemePreset as P;
         let plan = match &self.scheme {
-            Scheme::Stripe => hmac_schemes::stripe(&h),
-            Scheme::Github => hmac_schemes::github(&h),
-            Scheme::Shopify => hmac_schemes::shopify(&h),
-            Scheme::Slack => hmac_schemes::slack(&h),
-            Scheme::StandardWebhooks => standard::standard(&h, false, secrets),
-            Scheme::Svix => standard::standard(&h, true, secrets),
-            Scheme::Discord => ed25519::discord(&h),
-            Scheme::Twilio => twilio::twilio(self, &h, request),
+            Scheme::Preset(P::Stripe) => hmac_schemes::stripe(&h),
+            Scheme::Preset(P::Github) => hmac_schemes::github(&h),
+            Scheme::Preset(P::Shopify) => hmac_schemes::shopify(&h),
+            Scheme::Preset(P::Slack) => hmac_schemes::slack(&h),
+            Scheme::Preset(P::StandardWebhooks) => standard::standard(&h, false, secrets),
+            Scheme::Preset(P::Svix) => standard::standard(&h, true, secrets),
+            Scheme::Preset(P::Discord) => ed25519::discord(&h),
+            Scheme::Preset(P::Twilio) => twilio::twilio(self, &h, request),
             Scheme::Custom(c) => custom::custom(self, c, &h, request),
         }?;
         Ok(plan.pending(secrets, self.refuses_tokens))

@@ -17,7 +17,7 @@ fn hmac256(key: &[u8], msg: &[u8]) -> Vec<u8> {
 #[test]
 fn github_over_chunks_and_rotation() {
     let v = Verify {
-        scheme: Scheme::Github,
+        scheme: Scheme::Preset(SchemePreset::Github),
         secrets: Secrets::All(vec![]),
         tolerance_s: 300,
         on_failure: OnFailure::Reject,
@@ -84,7 +84,7 @@ fn twilio_signs_the_url_and_the_sorted_form() {
         bare: "https://mycompany.com".into(),
         with_port: "https://mycompany.com:443".into(),
     };
-    let v = verify(Scheme::Twilio, Some(url));
+    let v = verify(Scheme::Preset(SchemePreset::Twilio), Some(url));
     let h = [(
         "x-twilio-signature",
         "RSOYDt4T1cUTdK1PDd93/VVr8B8=".to_owned(),
