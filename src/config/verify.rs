@@ -67,20 +67,18 @@ pub fn check(
 
 /// `tolerance_s`: a positive number of seconds, 300 by default.
 fn tolerance(obj: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> u64 {
-    match field(obj, "tolerance_s") {
-        None => DEFAULT_TOLERANCE_S,
-        Some(t) => match t.as_u64() {
-            Some(n) if n > 0 => n,
-            _ => {
-                d.push(
-                    scope,
-                    "bad_tolerance",
-                    format!("tolerance_s must be a positive integer, got {}", shown(t)),
-                );
-                DEFAULT_TOLERANCE_S
-            }
-        },
-    }
+    let Some(t) = field(obj, "tolerance_s") else {
+        return DEFAULT_TOLERANCE_S;
+    };
+    t.as_u64().filter(|&n| n > 0).unwrap_or_else(|| {
+        let got = shown(t);
+        d.push(
+            scope,
+            "bad_tolerance",
+            format!("tolerance_s must be a positive integer, got {got}"),
+        );
+        DEFAULT_TOLERANCE_S
+    })
 }
 
 /// `on_failure` and `mode`, and what a streamed check cannot do.
