@@ -13,11 +13,11 @@
 #                              envoy/envoy.yaml in place of its own, or a whole
 #                              Envoy bootstrap (envoy/examples/verified.yaml),
 #                              used as it is but for the ports below. FILE is
-#                              checked first with `hookstamp check` (built with
-#                              cargo as needed; HOOKSTAMP_BIN names another
-#                              binary) and refused with its errors.
+#                              checked first with `hookstamp check` and
+#                              refused with its errors.
 #   secrets                    every variable a `verify` or `seal` names as
-#                              {"env": NAME} reaches the filter's VM through
+#                              {"env": NAME} (as `hookstamp vars` lists them)
+#                              reaches the filter's VM through
 #                              vm_config.environment_variables.host_env_keys:
 #                              export it before make run. Envoy reads it from
 #                              its own environment, so its value is never
@@ -26,6 +26,9 @@
 #                              an error before anything starts, naming the
 #                              variable and never showing a value.
 #   HOOKSTAMP_ENV_KEYS=A,B     more variables for the VM's host_env_keys.
+#   HOOKSTAMP_BIN=PATH         the native hookstamp that checks FILE and lists
+#                              the variables (default: target/debug/hookstamp,
+#                              built with cargo as needed).
 #   HOOKSTAMP_BOOTSTRAP=PATH   where the generated bootstrap is written
 #                              (default target/run/envoy.yaml); it is kept.
 #   HOOKSTAMP_PORT (webhooks, default 10000), HOOKSTAMP_ADMIN_PORT (9901),
@@ -64,15 +67,18 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# 1. Your configuration, checked by the native hookstamp.
+# The native hookstamp: it checks your configuration and names the
+# variables each filter's VM reads.
+bin=${HOOKSTAMP_BIN:-}
+if [ -z "$bin" ]; then
+  echo "run: building the native hookstamp (cargo build)" >&2
+  cargo build -q --bin hookstamp
+  bin=target/debug/hookstamp
+fi
+
+# 1. Your configuration, checked.
 if [ -n "$config" ]; then
   [ -f "$config" ] || { echo "run: HOOKSTAMP_CONFIG=$config: no such file" >&2; exit 1; }
-  bin=${HOOKSTAMP_BIN:-}
-  if [ -z "$bin" ]; then
-    echo "run: building the native hookstamp to check $config (cargo build)" >&2
-    cargo build -q --bin hookstamp
-    bin=target/debug/hookstamp
-  fi
   if ! "$bin" check "$config" >"$work/check.out" 2>"$work/check.err"; then
     echo "run: $config is refused by hookstamp check; nothing was started:" >&2
     sed 's/^/  /' "$work/check.err" >&2
@@ -84,64 +90,20 @@ if [ -n "$config" ]; then
   sed 's/^/run: hookstamp check: /' "$work/check.out" "$work/check.err" >&2
 fi
 
-# 2. The bootstrap: ports moved, the configuration put in, the secrets'
-#    names in host_env_keys.
-python3 - "$config" "$port" "$admin" "$up" "$work/envoy.yaml" <<'PY'
-import json, os, re, sys
+# 2. The bootstrap: ports moved, the configuration put in, and in each
+#    hookstamp filter's host_env_keys the variables `hookstamp vars` says
+#    its VM reads (and HOOKSTAMP_ENV_KEYS).
+python3 - "$config" "$port" "$admin" "$up" "$work/envoy.yaml" "$bin" <<'PY'
+import json, os, subprocess, sys
 import yaml
 
-config, port, admin, up, out = sys.argv[1:]
-WASM = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
+config, port, admin, up, out, hookstamp = sys.argv[1:]
 STRUCT = "type.googleapis.com/google.protobuf.Struct"
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 
 
 def die(msg):
     print(f"run: {msg}", file=sys.stderr)
     sys.exit(1)
-
-
-def is_name(n):
-    return isinstance(n, str) and bool(NAME.match(n)) and not n.startswith("whsec_")
-
-
-def secret_names(v, found):
-    """Every {"env": NAME} (the only key) in a plugin configuration."""
-    if isinstance(v, dict):
-        if len(v) == 1 and isinstance(v.get("env"), str) and is_name(v["env"]):
-            found.add(v["env"])
-        for x in v.values():
-            secret_names(x, found)
-    elif isinstance(v, list):
-        for x in v:
-            secret_names(x, found)
-    return found
-
-
-def plugin_value(filter_config):
-    """A Wasm filter's plugin configuration, if it is hookstamp's."""
-    value = (filter_config.get("configuration") or {}).get("value")
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    return value if isinstance(value, dict) and "sources" in value else None
-
-
-def filters(v):
-    """Every hookstamp Wasm filter's `config` in a bootstrap."""
-    if isinstance(v, dict):
-        if v.get("@type") == WASM:
-            c = v.get("config")
-            if isinstance(c, dict) and plugin_value(c) is not None:
-                yield c
-            return
-        for x in v.values():
-            yield from filters(x)
-    elif isinstance(v, list):
-        for x in v:
-            yield from filters(x)
 
 
 def load(path):
@@ -156,19 +118,34 @@ def load(path):
     return docs[0]
 
 
-extra = [k for k in re.split(r"[,\s]+", os.environ.get("HOOKSTAMP_ENV_KEYS", "")) if k]
-if not all(is_name(k) for k in extra):
-    die("HOOKSTAMP_ENV_KEYS holds an entry that is not a variable name ([A-Za-z_][A-Za-z0-9_]*); not shown")
+def wasm_filters(boot):
+    """`hookstamp vars` of a bootstrap: each hookstamp Wasm filter's `config`
+    (found by the JSON pointer it gives) and the host_env_keys its VM needs."""
+    path = os.path.join(os.path.dirname(out), "vars.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(boot, f, sort_keys=False)
+    r = subprocess.run([hookstamp, "vars", path, "--add-from", "HOOKSTAMP_ENV_KEYS"], capture_output=True, text=True)
+    if r.returncode != 0:
+        msg = r.stderr.strip()
+        die(msg[len("hookstamp: "):] if msg.startswith("hookstamp: ") else msg)
+    found = []
+    for v in map(json.loads, r.stdout.splitlines()):
+        if v["wasm_config"] is not None:
+            c = boot
+            for step in v["wasm_config"].split("/")[1:]:
+                step = step.replace("~1", "/").replace("~0", "~")
+                c = c[int(step)] if isinstance(c, list) else c[step]
+            found.append((c, v["host_env_keys"]))
+    return found
+
 
 if config:
     doc = load(config)
     if "static_resources" in doc:
         boot, origin = doc, config
-        if not list(filters(boot)):
-            die(f"{config} is an Envoy bootstrap with no hookstamp filter")
     elif "sources" in doc:
         boot = yaml.safe_load(open("envoy/envoy.yaml", encoding="utf-8"))
-        (c,) = filters(boot)
+        ((c, _),) = wasm_filters(boot)
         c["configuration"] = {"@type": STRUCT, "value": doc}
         origin = f"envoy/envoy.yaml with the plugin configuration of {config}"
         # The route to the queue under the configuration's prefix.
@@ -188,21 +165,21 @@ if config:
 else:
     boot, origin = yaml.safe_load(open("envoy/envoy.yaml", encoding="utf-8")), "envoy/envoy.yaml"
 
-# The secrets: each filter's VM gets the variables its configuration names
-# (but those its key_values give) and HOOKSTAMP_ENV_KEYS from Envoy's own
-# environment.
+# The secrets: each filter's VM gets from Envoy's own environment the
+# variables its configuration names (but those its key_values give) and
+# HOOKSTAMP_ENV_KEYS.
+found = wasm_filters(boot)
+if not found:
+    die(f"{origin} is an Envoy bootstrap with no hookstamp filter")
 names = set()
-for c in filters(boot):
+for c, keys in found:
     env = c.setdefault("vm_config", {}).setdefault("environment_variables", {})
-    inline = set((env.get("key_values") or {}).keys())
-    want = (secret_names(plugin_value(c), set()) - inline) | set(extra)
-    have = list(env.get("host_env_keys") or [])
-    env["host_env_keys"] = have + sorted(want - set(have))
+    env["host_env_keys"] = keys
     if not env["host_env_keys"]:
         del env["host_env_keys"]
     if not env:
         del c["vm_config"]["environment_variables"]
-    names |= set(env.get("host_env_keys", []))
+    names |= set(keys)
 missing = sorted(n for n in names if not os.environ.get(n))
 if missing:
     die("the filter reads " + ", ".join(missing) + " from Envoy's environment (host_env_keys), and "

@@ -3,7 +3,8 @@
 //! drops the ones it names. A pattern is a type, or a prefix ending in `*`
 //! (`invoice.*`). A dropped event is answered 200 by the filter, after its
 //! signature verified, and never reaches the queue; an event without a type
-//! is always kept.
+//! is always kept. What a preset's provider calls an event is its row's in
+//! `providers`.
 
 /// One pattern: an exact type, or a prefix (`invoice.*`, `*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,24 +51,6 @@ impl Events {
             Events::Drop(ps) => ps.iter().any(|p| p.matches(event_type)),
         }
     }
-}
-
-/// Where each preset's provider says what an event is: a header, or a
-/// JSON path (alternatives in order).
-pub enum PresetType {
-    Header(&'static str),
-    Json(&'static [&'static [&'static str]]),
-}
-
-/// The event type a preset's source inherits.
-pub fn preset(name: &str) -> Option<PresetType> {
-    Some(match name {
-        "github" => PresetType::Header("x-github-event"),
-        "shopify" => PresetType::Header("x-shopify-topic"),
-        "stripe" | "standard_webhooks" | "svix" => PresetType::Json(&[&["type"]]),
-        "slack" => PresetType::Json(&[&["event", "type"], &["type"]]),
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

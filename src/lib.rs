@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod names;
 pub mod pairs;
 pub mod path;
+pub mod providers;
 pub mod reply;
 pub mod route;
 pub mod seal;

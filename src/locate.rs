@@ -2,8 +2,10 @@
 //! configuration itself (JSON or YAML), an Envoy bootstrap or listener
 //! (JSON or YAML), or Kubernetes manifests (an Istio EnvoyFilter or
 //! WasmPlugin, an Envoy Gateway EnvoyExtensionPolicy), each found with a
-//! name for where it was.
+//! name for where it was, what its deployment passes the VM, and the
+//! environment variables it reads.
 
+use hookstamp::names::env_name_ok;
 use serde_json::Value;
 
 /// One configuration found in a file.
@@ -32,6 +34,83 @@ pub struct Located {
 pub struct Vm {
     pub host_keys: Vec<String>,
     pub field: &'static str,
+    /// For a Wasm filter of a bootstrap or listener: the JSON pointer,
+    /// within its document, of the filter's `config` (which holds
+    /// `vm_config.environment_variables`).
+    pub at: Option<String>,
+}
+
+impl Located {
+    /// Every variable the configuration reads with `{"env": NAME}` (its
+    /// secrets, seal keys, a handshake's token), sorted: names only, and
+    /// only what `names::env_name_ok` takes (the load refuses any other,
+    /// unshown).
+    pub fn reads(&self) -> Vec<String> {
+        fn names(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(o) => {
+                    if let (1, Some(Value::String(n))) = (o.len(), o.get("env")) {
+                        out.push(n.clone());
+                    }
+                    o.values().for_each(|v| names(v, out));
+                }
+                Value::Array(a) => a.iter().for_each(|v| names(v, out)),
+                _ => {}
+            }
+        }
+        let mut read = Vec::new();
+        match &self.config {
+            Value::String(s) => match serde_json::from_str(s) {
+                Ok(v) => names(&v, &mut read),
+                Err(_) => return Vec::new(),
+            },
+            v => names(v, &mut read),
+        }
+        read.retain(|n| env_name_ok(n));
+        read.sort();
+        read.dedup();
+        read
+    }
+
+    /// Whether its VM's inline variables (`key_values`) give `name`.
+    fn inline(&self, name: &str) -> bool {
+        self.env.iter().any(|(k, _)| k == name)
+    }
+
+    /// The variables it reads that its deployment passes the VM neither
+    /// from the proxy's environment nor inline: the filter cannot read
+    /// them. Nothing for a configuration that says nothing of its VM.
+    pub fn unpassed(&self) -> Vec<String> {
+        let Some(vm) = &self.vm else {
+            return Vec::new();
+        };
+        let mut read = self.reads();
+        read.retain(|n| !vm.host_keys.contains(n) && !self.inline(n));
+        read
+    }
+
+    /// The secret variables the VM's `key_values` give inline, where Envoy
+    /// shows them.
+    pub fn inline_secrets(&self) -> Vec<String> {
+        let mut read = self.reads();
+        read.retain(|n| self.inline(n));
+        read
+    }
+
+    /// A Wasm filter's `host_env_keys` once its VM gets every variable it
+    /// reads and `also` from the proxy's environment: those it lists, then,
+    /// sorted, the others (but those its `key_values` give). `None` where
+    /// it is no Wasm filter of a bootstrap or listener.
+    pub fn host_env_keys(&self, also: &[String]) -> Option<Vec<String>> {
+        let vm = self.vm.as_ref().filter(|vm| vm.at.is_some())?;
+        let mut want = self.reads();
+        want.retain(|n| !self.inline(n));
+        want.extend(also.iter().cloned());
+        want.retain(|n| !vm.host_keys.contains(n));
+        want.sort();
+        want.dedup();
+        Some(vm.host_keys.iter().cloned().chain(want).collect())
+    }
 }
 
 const WASM_FILTER: &str = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
@@ -78,7 +157,11 @@ pub fn find(text: &str, file: &str) -> Result<Vec<Located>, String> {
             place,
             config: c.clone(),
             env,
-            vm: Some(Vm { host_keys, field }),
+            vm: Some(Vm {
+                host_keys,
+                field,
+                at: None,
+            }),
             buffer_limit: None,
             holds_headers: false,
         };
@@ -123,7 +206,7 @@ pub fn find(text: &str, file: &str) -> Result<Vec<Located>, String> {
             _ => {}
         }
         let before = out.len();
-        walk(doc, &name, "", None, &mut out);
+        walk(doc, &name, ("", ""), None, &mut out);
         // Nothing of Envoy's or Kubernetes' in it: it is meant as a plugin
         // configuration, and checking it says what it lacks.
         if out.len() == before && doc.get("kind").is_none() && doc.get("static_resources").is_none()
@@ -194,12 +277,14 @@ fn doc_name(doc: &Value, i: usize, n: usize, file: &str) -> String {
 /// Finds Wasm filter configurations (`@type` ...wasm.v3.Wasm) and the
 /// dynamic module's (`...DynamicModuleFilter` with `filter_name:
 /// hookstamp`) anywhere.
+/// `at` is where `v` is, as its place names it and as a JSON pointer;
 /// `limit` is the enclosing listener's `per_connection_buffer_limit_bytes`.
-fn walk(v: &Value, doc: &str, path: &str, limit: Option<u64>, out: &mut Vec<Located>) {
+fn walk(v: &Value, doc: &str, at: (&str, &str), limit: Option<u64>, out: &mut Vec<Located>) {
+    let (path, pointer) = at;
     match v {
         Value::Object(o) => {
             if o.get("@type").and_then(Value::as_str) == Some(WASM_FILTER) {
-                if let Some(mut f) = filter(o.get("config"), doc, path) {
+                if let Some(mut f) = filter(o.get("config"), doc, path, pointer) {
                     f.buffer_limit = limit;
                     out.push(f);
                 }
@@ -222,12 +307,15 @@ fn walk(v: &Value, doc: &str, path: &str, limit: Option<u64>, out: &mut Vec<Loca
                 .and_then(buffer_limit)
                 .or(limit);
             for (k, x) in o {
-                walk(x, doc, &format!("{path}.{k}"), limit, out);
+                let key = k.replace('~', "~0").replace('/', "~1");
+                let at = (&format!("{path}.{k}")[..], &format!("{pointer}/{key}")[..]);
+                walk(x, doc, at, limit, out);
             }
         }
         Value::Array(a) => {
             for (i, x) in a.iter().enumerate() {
-                walk(x, doc, &format!("{path}[{i}]"), limit, out);
+                let at = (&format!("{path}[{i}]")[..], &format!("{pointer}/{i}")[..]);
+                walk(x, doc, at, limit, out);
             }
         }
         _ => {}
@@ -270,7 +358,8 @@ fn module(place: String, config: &Value) -> Located {
 
 /// The plugin configuration of a Wasm filter's `config`, if it is ours
 /// (a configuration with `sources`).
-fn filter(config: Option<&Value>, doc: &str, path: &str) -> Option<Located> {
+/// `pointer` is the filter's own, in its document.
+fn filter(config: Option<&Value>, doc: &str, path: &str, pointer: &str) -> Option<Located> {
     let c = config?;
     let conf = c.get("configuration")?;
     let value = plugin_value(conf.get("value")?);
@@ -294,6 +383,7 @@ fn filter(config: Option<&Value>, doc: &str, path: &str) -> Option<Located> {
         vm: Some(Vm {
             host_keys,
             field: "vm_config.environment_variables.host_env_keys",
+            at: Some(format!("{pointer}/config")),
         }),
         buffer_limit: None,
         holds_headers: c.get("allow_on_headers_stop_iteration") == Some(&Value::Bool(true)),

@@ -15,6 +15,7 @@ const SYNOPSIS: &str = "usage:
   hookstamp stamp FILE --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS] [--config N|TEXT]
   hookstamp explain FILE --path P [--method M] [-H 'Name: value']... [--body FILE|-] [--now UNIX_SECONDS] [--config N|TEXT]
   hookstamp batch FILE [--now UNIX_SECONDS] [--config N|TEXT] < requests.jsonl
+  hookstamp vars FILE [--add-from VAR]
   hookstamp COMMAND --help
   hookstamp --version";
 
@@ -49,9 +50,27 @@ const BATCH_HELP: &str =
        a request is {\"method\":\"POST\",\"path\":P,\"headers\":[[name,value],...],
        \"body\":text} (or \"body_hex\":hex instead of body).";
 
+const VARS_HELP: &str =
+    "vars  the environment variables of each configuration check finds in FILE, by
+       name (never a value), one JSON object a line: {\"place\":P,\"reads\":[NAME,...],
+       \"wasm_config\":POINTER,\"host_env_keys\":[NAME,...]}. For a Wasm filter of a
+       bootstrap or listener, wasm_config is the JSON pointer of its config in its
+       document, and host_env_keys what its vm_config lists there once its VM gets
+       every variable it reads (but those key_values give) and those the variable VAR
+       of --add-from names (separated by commas or blanks) from Envoy's environment;
+       both are null otherwise. make run builds its bootstrap with it.";
+
 /// Every command's help, after the synopsis.
 fn usage_text() -> String {
-    [SYNOPSIS, CHECK_HELP, STAMP_HELP, EXPLAIN_HELP, BATCH_HELP].join("\n\n")
+    [
+        SYNOPSIS,
+        CHECK_HELP,
+        STAMP_HELP,
+        EXPLAIN_HELP,
+        BATCH_HELP,
+        VARS_HELP,
+    ]
+    .join("\n\n")
 }
 
 fn main() -> ExitCode {
@@ -73,19 +92,20 @@ fn run() -> Result<ExitCode, String> {
             println!("{}", usage_text());
             return Ok(ExitCode::SUCCESS);
         }
-        _ => return Err(usage("a command: check, stamp, explain or batch")),
+        _ => return Err(usage("a command: check, stamp, explain, batch or vars")),
     };
     match cmd.as_str() {
         "check" => check(&mut p),
         "stamp" => stamp(&mut p),
         "batch" => batch(&mut p),
         "explain" => explain(&mut p),
+        "vars" => vars(&mut p),
         "help" => {
             println!("{}", usage_text());
             Ok(ExitCode::SUCCESS)
         }
         other => Err(usage(&format!(
-            "a command (check, stamp, explain or batch), not {other:?}"
+            "a command (check, stamp, explain, batch or vars), not {other:?}"
         ))),
     }
 }
@@ -279,7 +299,7 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         match result {
             Ok(l) if wasmplugin || !f.holds_headers => errs.extend(body_sources(&l)),
             Ok(l) => {
-                for name in inline_secrets(&f.config, &f.env) {
+                for name in f.inline_secrets() {
                     let w = format!(
                         "the secret variable {name} is given inline in the filter's \
                          vm_config key_values: Envoy's /config_dump and its debug log show it; give it \
@@ -327,9 +347,8 @@ fn unpassed(f: &Located) -> Vec<String> {
     let Some(vm) = &f.vm else {
         return Vec::new();
     };
-    env_names(&f.config)
+    f.unpassed()
         .into_iter()
-        .filter(|n| !vm.host_keys.contains(n) && !f.env.iter().any(|(k, _)| k == n))
         .map(|n| {
             format!(
                 "the configuration reads the variable {n} ({{\"env\": \"{n}\"}}), which is not passed to the filter's VM: \
@@ -340,51 +359,49 @@ fn unpassed(f: &Located) -> Vec<String> {
         .collect()
 }
 
-/// Every variable name a configuration reads with `{"env": NAME}`.
-fn env_names(config: &serde_json::Value) -> Vec<String> {
-    fn names(v: &serde_json::Value, out: &mut Vec<String>) {
-        match v {
-            serde_json::Value::Object(o) => {
-                if let (1, Some(serde_json::Value::String(n))) = (o.len(), o.get("env")) {
-                    out.push(n.clone());
-                }
-                o.values().for_each(|v| names(v, out));
+fn vars(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
+    let mut path = None;
+    let mut also = Vec::new();
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("add-from") => {
+                let var = p.value().map_err(|e| e.to_string())?;
+                let var = var.to_string_lossy().into_owned();
+                also = names_in(&var)?;
             }
-            serde_json::Value::Array(a) => a.iter().for_each(|v| names(v, out)),
-            _ => {}
+            other => file_or_help(other, &mut path, VARS_HELP)?,
         }
     }
-    let parsed;
-    let config = match config {
-        serde_json::Value::String(s) => match serde_json::from_str(s) {
-            Ok(v) => {
-                parsed = v;
-                &parsed
-            }
-            Err(_) => return Vec::new(),
-        },
-        v => v,
-    };
-    let mut read = Vec::new();
-    names(config, &mut read);
-    read.sort();
-    read.dedup();
-    // A name that is not a variable's is refused (unshown) by the load.
-    read.retain(|n| {
-        !n.is_empty()
-            && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-            && !n.starts_with("whsec_")
-    });
-    read
+    let (_, found) = configs(&path.ok_or_else(|| usage("FILE"))?)?;
+    for f in &found {
+        let line = serde_json::json!({
+            "place": f.place,
+            "reads": f.reads(),
+            "wasm_config": f.vm.as_ref().and_then(|vm| vm.at.as_ref()),
+            "host_env_keys": f.host_env_keys(&also),
+        });
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
-/// The secret variables that the filter's `key_values` give inline, where
-/// Envoy shows them.
-fn inline_secrets(config: &serde_json::Value, key_values: &[(String, String)]) -> Vec<String> {
-    env_names(config)
-        .into_iter()
-        .filter(|n| key_values.iter().any(|(k, _)| k == n))
-        .collect()
+/// The variable names the environment variable `var` lists (separated by
+/// commas or blanks; none where it is not set); an entry that is no name
+/// (a secret pasted in its place) is refused without being shown.
+fn names_in(var: &str) -> Result<Vec<String>, String> {
+    let list = std::env::var(var).unwrap_or_default();
+    let names: Vec<String> = list
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if names.iter().all(|n| hookstamp::names::env_name_ok(n)) {
+        return Ok(names);
+    }
+    Err(format!(
+        "{var} holds an entry that is not a variable name ({}); not shown",
+        hookstamp::names::ENV_NAME_FORM
+    ))
 }
 
 /// A body source held under a WasmPlugin waits for a body Envoy never

@@ -6,8 +6,9 @@ use super::diag::{Diags, Issues, Scope};
 use super::fields::{field, unknown_fields};
 use super::keys::KeyCtx;
 use super::reads::Reads;
-use crate::events::{self, Events, Pattern, PresetType};
+use crate::events::{Events, Pattern};
 use crate::key::KeySource;
+use crate::providers::{self, EventType};
 use serde_json::Value;
 
 /// The most patterns one rule lists, and the longest pattern.
@@ -58,9 +59,9 @@ pub(super) fn event_type(
             );
             None
         }
-        None => match events::preset(preset?)? {
-            PresetType::Header(h) => Some(reads.header(h.to_owned())),
-            PresetType::Json(paths) if holds_body => {
+        None => match providers::find(preset?)?.event_type.as_ref()? {
+            EventType::Header(h) => Some(reads.header((*h).to_owned())),
+            EventType::Json(paths) if holds_body => {
                 let mut alts: Vec<KeySource> = paths
                     .iter()
                     .map(|p| reads.path(p.iter().map(|s| (*s).to_owned()).collect(), false))
@@ -71,7 +72,7 @@ pub(super) fn event_type(
                     KeySource::First(alts)
                 })
             }
-            PresetType::Json(_) => None,
+            EventType::Json(_) => None,
         },
     }
 }

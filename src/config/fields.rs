@@ -1,6 +1,7 @@
 //! Readers of a configuration's fields, shared by every level of the
 //! checker: a field that may be absent, the unknown ones, a choice of
-//! strings, a bounded count, the routing forms, a key header's name, and
+//! strings, a bounded count, the routing forms, a key header's name, a
+//! value as an error may show it (never a secret), and
 //! the distance behind a "did you mean".
 
 use super::bounds::{within, MAX_NAME_BYTES};
@@ -180,4 +181,32 @@ pub(super) fn distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// A value under `verify` (or any field that may hold a secret), as an error may show it: a number, or a short
+/// name-like string (a scheme's name); anything else only by its kind, in
+/// case it is a secret written in the wrong place.
+pub(super) fn shown(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.to_string(),
+        // A preset-like name (lowercase letters and `_`): a secret rarely is.
+        Value::String(s)
+            if s.len() <= 24 && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') =>
+        {
+            format!("{s:?}")
+        }
+        other => kind(other).to_owned(),
+    }
+}
+
+/// A JSON value's kind, for errors about a field that may hold a secret.
+pub(super) fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
 }

@@ -6,9 +6,12 @@ use super::diag::{Diags, Scope};
 use super::fields::{did_you_mean, field, unknown_fields, Env};
 use crate::handshake::Handshake;
 use crate::verify::Verify;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-const NAMES: &[&str] = &["slack", "discord", "zoom", "meta", "crc"];
+/// The handshakes' names (`providers`).
+fn names() -> Vec<&'static str> {
+    crate::providers::listed(|p| p.handshake)
+}
 
 /// Checks a source's handshake against its verification: a POST handshake
 /// is answered only once its signature verified, so it needs `verify`;
@@ -21,87 +24,10 @@ pub(super) fn check(
     d: &mut Diags,
 ) -> Option<Handshake> {
     let h = match v {
-        Value::String(s) => match s.as_str() {
-            "slack" => Handshake::Slack,
-            "discord" => Handshake::Discord,
-            "zoom" => Handshake::Zoom,
-            "meta" | "crc" => {
-                d.push(
-                    scope,
-                    "bad_handshake",
-                    format!(
-                        "handshake {s:?} takes an object: {}",
-                        if s == "meta" {
-                            r#"{"scheme": "meta", "verify_token": {"env": NAME}}"#
-                        } else {
-                            r#"{"scheme": "crc", "query": "crc_token"}"#
-                        }
-                    ),
-                );
-                return None;
-            }
-            other => {
-                d.push(
-                    scope,
-                    "bad_handshake",
-                    format!(
-                        "unknown handshake {other:?}{} (known: {})",
-                        did_you_mean(other, NAMES),
-                        NAMES.join(", ")
-                    ),
-                );
-                return None;
-            }
-        },
+        Value::String(s) => named(s, scope, d)?,
         Value::Object(o) => match field(o, "scheme").and_then(Value::as_str) {
-            Some("meta") => {
-                unknown_fields(o, &["scheme", "verify_token"], scope, d);
-                let Some(t) = field(o, "verify_token") else {
-                    d.push(
-                        scope,
-                        "bad_handshake",
-                        "a meta handshake needs verify_token: {\"env\": NAME}",
-                    );
-                    return None;
-                };
-                let mut tokens = super::verify::secret_list(
-                    std::slice::from_ref(t),
-                    "handshake verify_token",
-                    false,
-                    scope,
-                    env,
-                    d,
-                );
-                if tokens.is_empty() {
-                    return None;
-                }
-                Handshake::Meta {
-                    token: tokens.remove(0),
-                }
-            }
-            Some("crc") => {
-                unknown_fields(o, &["scheme", "query"], scope, d);
-                let query = match field(o, "query") {
-                    None => "crc_token".to_owned(),
-                    Some(Value::String(q))
-                        if !q.is_empty()
-                            && q.len() <= 64
-                            && q.bytes()
-                                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) =>
-                    {
-                        q.clone()
-                    }
-                    Some(other) => {
-                        d.push(
-                            scope,
-                            "bad_handshake",
-                            format!("handshake query must be a query parameter's name ([A-Za-z0-9._-]{{1,64}}), got {other}"),
-                        );
-                        return None;
-                    }
-                };
-                Handshake::Crc { query }
-            }
+            Some("meta") => meta(o, scope, env, d)?,
+            Some("crc") => crc(o, scope, d)?,
             _ => {
                 d.push(
                     scope,
@@ -117,7 +43,7 @@ pub(super) fn check(
                 "bad_handshake",
                 format!(
                     "handshake must be one of {} (meta and crc as objects)",
-                    NAMES.join(", ")
+                    names().join(", ")
                 ),
             );
             return None;
@@ -144,4 +70,115 @@ pub(super) fn check(
         );
     }
     Some(h)
+}
+
+/// A handshake by its name alone.
+fn named(s: &str, scope: &Scope, d: &mut Diags) -> Option<Handshake> {
+    match s {
+        "slack" => Some(Handshake::Slack),
+        "discord" => Some(Handshake::Discord),
+        "zoom" => Some(Handshake::Zoom),
+        "meta" | "crc" => {
+            d.push(
+                scope,
+                "bad_handshake",
+                format!(
+                    "handshake {s:?} takes an object: {}",
+                    if s == "meta" {
+                        r#"{"scheme": "meta", "verify_token": {"env": NAME}}"#
+                    } else {
+                        r#"{"scheme": "crc", "query": "crc_token"}"#
+                    }
+                ),
+            );
+            None
+        }
+        other => {
+            d.push(
+                scope,
+                "bad_handshake",
+                format!(
+                    "unknown handshake {other:?}{} (known: {})",
+                    did_you_mean(other, &names()),
+                    names().join(", ")
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// `{"scheme": "meta", "verify_token": {"env": NAME}}`.
+fn meta(o: &Map<String, Value>, scope: &Scope, env: Env, d: &mut Diags) -> Option<Handshake> {
+    unknown_fields(o, &["scheme", "verify_token"], scope, d);
+    let Some(t) = field(o, "verify_token") else {
+        d.push(
+            scope,
+            "bad_handshake",
+            "a meta handshake needs verify_token: {\"env\": NAME}",
+        );
+        return None;
+    };
+    let mut tokens = super::secrets::secret_list(
+        std::slice::from_ref(t),
+        "handshake verify_token",
+        false,
+        scope,
+        env,
+        d,
+    );
+    if tokens.is_empty() {
+        return None;
+    }
+    Some(Handshake::Meta {
+        token: tokens.remove(0),
+    })
+}
+
+/// `{"scheme": "crc", "query": "crc_token"}`.
+fn crc(o: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> Option<Handshake> {
+    unknown_fields(o, &["scheme", "query"], scope, d);
+    let query = match field(o, "query") {
+        None => "crc_token".to_owned(),
+        Some(Value::String(q))
+            if !q.is_empty()
+                && q.len() <= 64
+                && q.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) =>
+        {
+            q.clone()
+        }
+        Some(other) => {
+            d.push(
+                scope,
+                "bad_handshake",
+                format!("handshake query must be a query parameter's name ([A-Za-z0-9._-]{{1,64}}), got {other}"),
+            );
+            return None;
+        }
+    };
+    Some(Handshake::Crc { query })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::diag::{Diags, Scope};
+    use serde_json::{json, Value};
+
+    /// Every handshake a provider's row names is one the checker takes (as
+    /// its name, or for meta and crc as an object).
+    #[test]
+    fn every_providers_handshake_is_known() {
+        let env = |_: &str| Some("token".to_owned());
+        for name in super::names() {
+            let mut d = Diags::default();
+            let form = match name {
+                "meta" => json!({"scheme": "meta", "verify_token": {"env": "T"}}),
+                "crc" => json!({"scheme": "crc"}),
+                n => Value::String(n.to_owned()),
+            };
+            let h = super::check(&form, None, &Scope::Config, &env, &mut d);
+            assert_eq!(h.map(|h| h.name()), Some(name));
+        }
+    }
 }

@@ -9,6 +9,8 @@ mod fields;
 mod handshake;
 mod keys;
 mod reads;
+mod scheme;
+mod secrets;
 mod sink;
 mod source;
 pub mod structpb;
@@ -157,14 +159,24 @@ impl Source {
     }
 
     /// Whether the source's provider never redelivers a failed delivery by
-    /// itself: GitHub's (its scheme, or its dedupe key, GitHub's delivery
-    /// id). Every answer but a 2xx loses such an event until someone
-    /// redelivers it.
+    /// itself (`providers`: GitHub): its scheme is that provider's, or a key
+    /// reads the header of that provider's event id (GitHub's delivery id).
+    /// Every answer but a 2xx loses such an event until someone redelivers
+    /// it.
     pub fn never_redelivered(&self) -> bool {
-        matches!(
-            self.verify.as_ref().map(|v| &v.scheme),
-            Some(crate::verify::Scheme::Github)
-        ) || self.headers.iter().any(|h| h == "x-github-delivery")
+        let scheme = match self.verify.as_ref().map(|v| &v.scheme) {
+            Some(crate::verify::Scheme::Preset(p)) => Some(*p),
+            _ => None,
+        };
+        crate::providers::PROVIDERS
+            .iter()
+            .filter(|p| p.never_redelivers())
+            .any(|p| {
+                (scheme.is_some() && p.scheme == scheme)
+                    || p.event_id_headers()
+                        .iter()
+                        .any(|h| self.headers.iter().any(|r| r == h))
+            })
     }
 
     /// Whether the body must be copied into the VM: only for keys read in

@@ -8,8 +8,9 @@ use super::keys::KeyCtx;
 use super::reads::{Ordered, Reads, StoreHeaders};
 use super::sink::{check_sink, SinkCtx};
 use super::{source_id_ok, tenant_ok, Delivery, Routing, Source, DEFAULT_TENANT};
-use crate::dedupe::{self, Dedupe, PresetKey, DEFAULT_TTL_MS};
+use crate::dedupe::{self, Dedupe, DEFAULT_TTL_MS};
 use crate::key::KeySource;
+use crate::providers::{EventId, SchemePreset};
 use serde_json::Value;
 
 /// What a source's check needs from the top level.
@@ -231,7 +232,7 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         }
         if verify
             .as_ref()
-            .is_some_and(|v| matches!(v.scheme, crate::verify::Scheme::Twilio))
+            .is_some_and(|v| v.scheme == crate::verify::Scheme::Preset(SchemePreset::Twilio))
         {
             reads_body.push("twilio signs a form's sorted fields, which needs the whole body");
         }
@@ -476,7 +477,7 @@ fn unsigned_header(
 
 pub(super) fn preset(p: &str, reads: &mut Reads) -> Result<KeySource, Issue> {
     match dedupe::preset(p) {
-        Some(PresetKey::Headers(hs)) => {
+        Some(EventId::Headers(hs)) => {
             let mut alts: Vec<KeySource> =
                 hs.iter().map(|h| reads.header((*h).to_owned())).collect();
             Ok(if alts.len() == 1 {
@@ -485,13 +486,13 @@ pub(super) fn preset(p: &str, reads: &mut Reads) -> Result<KeySource, Issue> {
                 KeySource::First(alts)
             })
         }
-        Some(PresetKey::Json(j)) => Ok(reads.path(j.split('.').map(str::to_owned).collect(), true)),
+        Some(EventId::Json(j)) => Ok(reads.path(j.split('.').map(str::to_owned).collect(), true)),
         None => Err(Issue::new(
             "unknown_preset",
             format!(
                 "unknown preset {p:?}{} (known: {})",
                 super::fields::did_you_mean(p, &dedupe::names()),
-                dedupe::preset_names()
+                dedupe::names().join(", ")
             ),
         )),
     }

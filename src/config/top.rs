@@ -208,7 +208,7 @@ fn check_seal(v: &Value, env: Env, d: &mut Diags) -> Option<Vec<crate::verify::S
         );
         return None;
     };
-    let keys = super::verify::secret_list(list, "seal.keys", false, &Scope::Config, env, d);
+    let keys = super::secrets::secret_list(list, "seal.keys", false, &Scope::Config, env, d);
     (!keys.is_empty()).then_some(keys)
 }
 

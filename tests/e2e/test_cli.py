@@ -2,7 +2,8 @@
 the variables a configuration reads against what its deployment passes to
 the VM (values mode and names mode), names the file in its messages and
 suggests near misses; `stamp`, `explain` and `batch` read every form
-`check` reads and choose among several with --config."""
+`check` reads and choose among several with --config; `vars` names the
+variables each configuration reads by the checker's rule, never a value."""
 
 import json
 import os
@@ -141,3 +142,33 @@ def test_a_streamed_signature_passes_where_headers_cannot_be_held(tmp_path):
     wp.write_text(text.replace("MODE", "mode: stream"))
     r = run(["check", str(wp), "--env", "names"])
     assert r.returncode == 0, r.stderr
+
+
+def test_vars_names_what_each_vm_reads_by_the_checkers_rule_and_never_a_value(tmp_path):
+    """What make run writes into host_env_keys: per Wasm filter, its own list,
+    then what it reads that key_values do not give, then --add-from's; a
+    name the checker refuses (a secret pasted in its place) is neither
+    listed nor shown."""
+    text = (ROOT / "envoy/examples/verified.yaml").read_text()
+    f = tmp_path / "bootstrap.yaml"
+    f.write_text(text.replace("host_env_keys: [GITHUB_WEBHOOK_SECRET, STRIPE_WEBHOOK_SECRET]",
+                              "host_env_keys: [STRIPE_WEBHOOK_SECRET, OTHER]")
+                 .replace("{env: GITHUB_WEBHOOK_SECRET}", "{env: 9pasted-secret-a1}"))
+    r = run(["vars", str(f), "--add-from", "HS_TEST_MORE"], env={"HS_TEST_MORE": "B_EXTRA, A_EXTRA,OTHER"})
+    assert r.returncode == 0, r.stderr
+    (line,) = [json.loads(l) for l in r.stdout.splitlines()]
+    assert line["reads"] == ["STRIPE_WEBHOOK_SECRET"]
+    assert line["host_env_keys"] == ["STRIPE_WEBHOOK_SECRET", "OTHER", "A_EXTRA", "B_EXTRA"]
+    assert line["wasm_config"] == ("/static_resources/listeners/0/filter_chains/0/filters/0/typed_config"
+                                   "/http_filters/0/typed_config/config")
+    assert "pasted-secret" not in r.stdout + r.stderr
+    r = run(["vars", str(f), "--add-from", "HS_TEST_MORE"], env={"HS_TEST_MORE": "A,whsec_pasted-secret-b2"})
+    assert r.returncode == 2
+    assert r.stderr == ("hookstamp: HS_TEST_MORE holds an entry that is not a variable name "
+                        "([A-Za-z_][A-Za-z0-9_]*); not shown\n")
+    # A plugin configuration or a manifest says nothing of a Wasm filter's VM.
+    for shipped in ("envoy/hookstamp.json", "envoy/istio/wasmplugin.yaml"):
+        r = run(["vars", shipped])
+        assert r.returncode == 0, r.stderr
+        assert all(json.loads(l)["wasm_config"] is None and json.loads(l)["host_env_keys"] is None
+                   for l in r.stdout.splitlines()), r.stdout

@@ -1,0 +1,181 @@
+//! The checks of a few schemes by hand, over chunks and rotation lists.
+
+use super::pending::Mac;
+use super::*;
+
+const REQ: Request<'static> = Request {
+    method: "POST",
+    path: "/",
+};
+
+fn hmac256(key: &[u8], msg: &[u8]) -> Vec<u8> {
+    let mut m = Mac::new(Algorithm::Sha256, key).unwrap();
+    m.update(msg);
+    m.tag()
+}
+
+#[test]
+fn github_over_chunks_and_rotation() {
+    let v = Verify {
+        scheme: Scheme::Preset(SchemePreset::Github),
+        secrets: Secrets::All(vec![]),
+        tolerance_s: 300,
+        on_failure: OnFailure::Reject,
+        public_url: None,
+        mode: Mode::Hold,
+        refuses_tokens: false,
+    };
+    let body = b"{\"zen\":\"hi\"}";
+    let sig = format!("sha256={}", hex::encode(hmac256(b"new", body)));
+    let hdr = |n: &str| (n == "x-hub-signature-256").then_some(sig.as_bytes());
+    let secrets = [Secret::hmac(b"old".to_vec()), Secret::hmac(b"new".to_vec())];
+    let mut p = v.start(&secrets, hdr, REQ, 0).unwrap();
+    p.update(&body[..3]);
+    p.update(&body[3..]);
+    assert_eq!(p.finish(b""), Ok(()));
+    let reason = |r: Result<(), Failure>| r.map_err(|f| f.reason);
+    assert_eq!(
+        v.check(&secrets[..1], hdr, REQ, body, 0),
+        Err(Failure::new(
+            Reason::Mismatch,
+            Why::Mismatch {
+                signatures: 1,
+                secrets: 1
+            }
+        ))
+    );
+    assert_eq!(
+        reason(v.check(&secrets, hdr, REQ, b"{\"zen\":\"hI\"}", 0)),
+        Err(Reason::Mismatch)
+    );
+    assert_eq!(
+        v.check(&secrets, |_| None, REQ, body, 0),
+        Err(Failure::missing("x-hub-signature-256"))
+    );
+    let bad = |n: &str| (n == "x-hub-signature-256").then_some(b"sha1=00".as_slice());
+    assert_eq!(
+        reason(v.check(&secrets, bad, REQ, body, 0)),
+        Err(Reason::Malformed)
+    );
+}
+
+fn verify(scheme: Scheme, public_url: Option<PublicUrl>) -> Verify {
+    Verify {
+        scheme,
+        secrets: Secrets::All(vec![]),
+        tolerance_s: 300,
+        on_failure: OnFailure::Reject,
+        public_url,
+        mode: Mode::Hold,
+        refuses_tokens: false,
+    }
+}
+
+fn pairs<'h>(h: &'h [(&str, String)]) -> impl Fn(&str) -> Option<&'h [u8]> {
+    |n: &str| h.iter().find(|(k, _)| *k == n).map(|(_, v)| v.as_bytes())
+}
+
+/// Twilio's own example (its RequestValidator's documentation and
+/// tests): the URL, then the form's fields sorted by name.
+#[test]
+fn twilio_signs_the_url_and_the_sorted_form() {
+    let url = PublicUrl {
+        origin: "https://mycompany.com".into(),
+        bare: "https://mycompany.com".into(),
+        with_port: "https://mycompany.com:443".into(),
+    };
+    let v = verify(Scheme::Preset(SchemePreset::Twilio), Some(url));
+    let h = [(
+        "x-twilio-signature",
+        "RSOYDt4T1cUTdK1PDd93/VVr8B8=".to_owned(),
+    )];
+    let req = Request {
+        method: "POST",
+        path: "/myapp.php?foo=1&bar=2",
+    };
+    // The fields in another order than signed, as a client may send them.
+    let body = b"To=%2B18005551212&Digits=1234&CallSid=CA1234567890ABCDE&From=%2B14158675309&Caller=%2B14158675309";
+    let token = [Secret::hmac(b"12345".to_vec())];
+    let mut p = v.start(&token, pairs(&h), req, 0).unwrap();
+    assert!(p.keeps_body());
+    for chunk in body.chunks(7) {
+        p.update(chunk);
+    }
+    assert_eq!(p.finish(body), Ok(()));
+    let changed = b"To=%2B18005551212&Digits=1235&CallSid=CA1234567890ABCDE&From=%2B14158675309&Caller=%2B14158675309";
+    assert!(v.check(&token, pairs(&h), req, changed, 0).is_err());
+    let other = Request {
+        method: "POST",
+        path: "/myapp.php?foo=1&bar=3",
+    };
+    assert!(v.check(&token, pairs(&h), other, body, 0).is_err());
+}
+
+/// Ed25519 verified as the body streams, under any key of a rotation
+/// list; the content after `{body}` fed at the end.
+#[test]
+fn ed25519_over_chunks_with_content_after_the_body() {
+    use ed25519_dalek::{Signer, SigningKey};
+    let sk = SigningKey::from_bytes(&[7u8; 32]);
+    let other = SigningKey::from_bytes(&[8u8; 32]);
+    let key = |k: &SigningKey| {
+        Secret(
+            k.verifying_key().to_bytes().to_vec(),
+            Key::Ed25519(k.verifying_key()),
+        )
+    };
+    let v = verify(
+        Scheme::Custom(Custom {
+            header: "x-sig".into(),
+            prefix: String::new(),
+            encoding: Encoding::Hex,
+            algorithm: Algorithm::Ed25519,
+            timestamp_header: Some("x-ts".into()),
+            timestamp_ms: false,
+            signed: vec![Part::Method, Part::Path, Part::Body, Part::Timestamp],
+        }),
+        None,
+    );
+    let body = b"{\"id\":\"evt_1\",\"pad\":\"xxxxxxxxxxxxxxxxxxxx\"}";
+    let mut msg = b"PUT/hooks".to_vec();
+    msg.extend_from_slice(body);
+    msg.extend_from_slice(b"1700000000");
+    let h = [
+        ("x-sig", hex::encode(sk.sign(&msg).to_bytes())),
+        ("x-ts", "1700000000".to_owned()),
+    ];
+    let req = Request {
+        method: "PUT",
+        path: "/hooks?x=1",
+    };
+    let keys = [key(&other), key(&sk)];
+    let mut p = v.start(&keys, pairs(&h), req, 1_700_000_000).unwrap();
+    assert!(!p.keeps_body());
+    for chunk in body.chunks(5) {
+        p.update(chunk);
+    }
+    assert_eq!(p.finish(b""), Ok(()));
+    let post = Request {
+        method: "POST",
+        path: "/hooks",
+    };
+    assert_eq!(
+        v.check(&keys, pairs(&h), post, body, 1_700_000_000)
+            .map_err(|f| f.why),
+        Err(Why::NoMatch {
+            hmac_signatures: 0,
+            secrets: 0,
+            ed25519_signatures: 1,
+            public_keys: 2
+        })
+    );
+    assert!(v
+        .check(&keys[..1], pairs(&h), req, body, 1_700_000_000)
+        .is_err());
+}
+
+#[test]
+fn secrets_never_print() {
+    let s = Secret::hmac(b"whsec_topsecret".to_vec());
+    assert_eq!(format!("{s:?}"), "Secret(<redacted>)");
+}
