@@ -10,6 +10,7 @@
 //! needs escaping.
 
 use crate::json::{self, Scalar};
+use crate::names::{token_byte, MAX_TOKEN};
 use crate::reply::{self, Reply};
 use crate::verify::Secret;
 use base64::engine::general_purpose::STANDARD;
@@ -35,20 +36,11 @@ pub enum Handshake {
     Crc { query: String },
 }
 
-/// The longest token a handshake reflects or signs.
-pub const MAX_TOKEN: usize = 256;
-
 const JSON: &str = "application/json";
 
 /// A token a handshake may reflect or sign (see the module's comment).
 fn token_ok(t: &[u8]) -> bool {
     !t.is_empty() && t.len() <= MAX_TOKEN && t.iter().all(|&b| token_byte(b))
-}
-
-/// A byte a token may hold: a body made only of these, and no longer than
-/// a token, is one the CRC would sign (see `verify::Verify::refuses_tokens`).
-pub fn token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"._~+/=-".contains(&b)
 }
 
 fn hmac256(secret: &Secret, msg: &[u8]) -> Option<Vec<u8>> {

@@ -1,5 +1,7 @@
-//! What a tenant and a source id may be: the config checks them at load,
-//! and the route reads a tenant from a request's path by the same rule.
+//! What a tenant, a source id and a handshake's token may be: the config
+//! checks the ids at load, and the route reads a tenant from a request's
+//! path by the same rule; `handshake` reflects or signs only tokens, and
+//! `verify` refuses a body that is one.
 
 /// An id: 1 to 64 bytes of `[A-Za-z0-9_-]` and `extra`.
 fn id_ok(s: &str, extra: &[u8]) -> bool {
@@ -17,4 +19,13 @@ pub fn tenant_ok(s: &str) -> bool {
 /// server resolves as a path segment.
 pub fn source_id_ok(s: &str) -> bool {
     id_ok(s, b".") && s != "." && s != ".."
+}
+
+/// The longest token a handshake reflects or signs.
+pub const MAX_TOKEN: usize = 256;
+
+/// A byte a token may hold: a body made only of these, and no longer than
+/// a token, is one the CRC would sign (see `verify::Verify::refuses_tokens`).
+pub fn token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"._~+/=-".contains(&b)
 }

@@ -510,8 +510,7 @@ impl Pending {
             v.update(chunk);
         }
         rest.token_body = rest.token_body.map(|n| n + chunk.len()).filter(|&n| {
-            n <= crate::handshake::MAX_TOKEN
-                && chunk.iter().all(|&b| crate::handshake::token_byte(b))
+            n <= crate::names::MAX_TOKEN && chunk.iter().all(|&b| crate::names::token_byte(b))
         });
         if let BodyRule::Sha256 { hash, .. } = &mut rest.body {
             sha2::Digest::update(hash.as_mut(), chunk);
