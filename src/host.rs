@@ -1,6 +1,7 @@
 //! What the filter asks of the proxy, behind a trait, and what its
-//! callbacks answer: the proxy-wasm ABI implements the trait in `filter`
-//! (the only code that touches the ABI), and the tests' mock host
+//! callbacks answer. Each adapter implements the trait over its ABI, and
+//! they are the only code that touches one: `filter` over the proxy-wasm
+//! ABI, `dynmod` over Envoy's dynamic-module ABI. The tests' mock host
 //! (tests/common/mock.rs) implements it natively, so the whole request
 //! lifecycle (`lifecycle`) and the exports' dispatch (`dispatch`) are
 //! tested without a proxy.
