@@ -10,7 +10,7 @@
 //! needs escaping.
 
 use crate::json::{self, Scalar};
-use crate::names::{token_byte, MAX_TOKEN};
+use crate::names::token_ok;
 use crate::reply::{self, Reply};
 use crate::verify::Secret;
 use base64::engine::general_purpose::STANDARD;
@@ -37,11 +37,6 @@ pub enum Handshake {
 }
 
 const JSON: &str = "application/json";
-
-/// A token a handshake may reflect or sign (see the module's comment).
-fn token_ok(t: &[u8]) -> bool {
-    !t.is_empty() && t.len() <= MAX_TOKEN && t.iter().all(|&b| token_byte(b))
-}
 
 fn hmac256(secret: &Secret, msg: &[u8]) -> Option<Vec<u8>> {
     let mut m = Hmac::<Sha256>::new_from_slice(&secret.0).ok()?;
@@ -165,6 +160,7 @@ impl Handshake {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::MAX_TOKEN;
 
     #[test]
     fn tokens_are_bounded_and_never_json() {

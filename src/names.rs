@@ -1,7 +1,8 @@
 //! What a tenant, a source id and a handshake's token may be: the config
-//! checks the ids at load, and the route reads a tenant from a request's
-//! path by the same rule; `handshake` reflects or signs only tokens, and
-//! `verify` refuses a body that is one.
+//! checks the ids at load, the route reads a tenant from a request's path
+//! by the same rule, a handshake reflects or signs only a token, and a
+//! signature check refuses a body that could be one
+//! (`verify::Verify::refuses_tokens`).
 
 /// An id: 1 to 64 bytes of `[A-Za-z0-9_-]` and `extra`.
 fn id_ok(s: &str, extra: &[u8]) -> bool {
@@ -23,6 +24,12 @@ pub fn source_id_ok(s: &str) -> bool {
 
 /// The longest token a handshake reflects or signs.
 pub const MAX_TOKEN: usize = 256;
+
+/// A token a handshake may reflect or sign: 1 to `MAX_TOKEN` bytes of
+/// `[A-Za-z0-9._~+/=-]`, never JSON or a body (see `handshake`).
+pub fn token_ok(t: &[u8]) -> bool {
+    !t.is_empty() && t.len() <= MAX_TOKEN && t.iter().all(|&b| token_byte(b))
+}
 
 /// A byte a token may hold: a body made only of these, and no longer than
 /// a token, is one the CRC would sign (see `verify::Verify::refuses_tokens`).
