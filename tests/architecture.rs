@@ -26,7 +26,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// A module's files: (the path shown in a failure, the text).
 type Code = BTreeMap<String, Vec<(String, String)>>;
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 struct Layer {
     rank: u32,
     title: String,
@@ -296,15 +296,15 @@ fn uses(code: &Code) -> Vec<Use> {
 
 /// The modules of src/ the map leaves out, and the names it gives that src/
 /// has no module for.
-fn check_map(layers: &[Layer], modules: &BTreeSet<&String>) -> Vec<String> {
+fn check_map(layers: &[Layer], code: &Code) -> Vec<String> {
     let mapped: BTreeSet<&String> = layers.iter().flat_map(|l| &l.modules).collect();
     let mut out = Vec::new();
-    for m in modules.difference(&mapped) {
-        let file = format!("src/{}", if *m == "main" { "main.rs" } else { m });
+    for (m, files) in code.iter().filter(|(m, _)| !mapped.contains(m)) {
+        let file = files.first().map_or("src/", |(f, _)| f);
         out.push(format!("{file}: the module `{m}` is in no layer of ARCHITECTURE.md (add it to a Modules: line)"));
     }
     for l in layers {
-        for m in l.modules.iter().filter(|m| !modules.contains(m)) {
+        for m in l.modules.iter().filter(|m| !code.contains_key(*m)) {
             out.push(format!(
                 "ARCHITECTURE.md:{}: {} names `{m}`, but src/ has no such module (no src/{m}.rs, no src/{m}/)",
                 l.line,
@@ -407,7 +407,7 @@ fn problems(map: &str, code: &Code) -> Vec<String> {
         Err(errors) => return errors,
     };
     let uses = uses(code);
-    let mut out = check_map(&layers, &code.keys().collect());
+    let mut out = check_map(&layers, code);
     out.extend(check_layers(&layers, &uses));
     out.extend(check_cycles(&uses));
     out
@@ -510,7 +510,7 @@ fn a_module_missing_from_the_map_or_a_name_with_no_module_fails() {
     assert_eq!(
         problems(MAP, &tree),
         [
-            "src/new: the module `new` is in no layer of ARCHITECTURE.md (add it to a Modules: line)",
+            "src/new.rs: the module `new` is in no layer of ARCHITECTURE.md (add it to a Modules: line)",
             "ARCHITECTURE.md:7: layer 1, Facts names `b`, but src/ has no such module (no src/b.rs, no src/b/)",
         ]
     );
