@@ -1,9 +1,11 @@
 //! hookstamp: webhook dedupe keys and ordering lanes, stamped in the proxy.
 //!
-//! Everything but `filter` is plain Rust with no proxy-wasm in it, so the
-//! native harness (`hookstamp check`, `stamp`, `explain`, `batch`) and the
-//! tests run exactly the code the filter runs. ARCHITECTURE.md maps the
-//! layers.
+//! Two adapters touch an ABI: `filter` (wasm32 only) the proxy-wasm ABI,
+//! and `dynmod` (the feature `dynamic-module`) Envoy's dynamic-module ABI.
+//! Everything else is plain Rust that knows neither, so the native harness
+//! (`hookstamp check`, `stamp`, `explain`, `batch`) and the tests run
+//! exactly the code both run in Envoy. ARCHITECTURE.md maps the layers
+//! (tests/architecture.rs holds the code to it).
 
 pub mod affinity;
 pub mod budget;
