@@ -421,6 +421,7 @@ def test_bad_config_is_refused_naming_the_source(env, build):
     assert code != 0
     assert "source 'stripe' dedupe: unknown preset \"strpe\"" in log
     assert "source 'stripe' sink 0 (sqs): ordering_key needs \"ordered\": true" in log
+    assert "rejected the configuration (2 error(s))" in log
 
 
 def test_example_configs_validate():
