@@ -217,10 +217,11 @@ def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None, env=N
 class Envoy:
     """A running Envoy; `proc.returncode` is set if it exited."""
 
-    def __init__(self, boot, ready_port=None, timeout=30, prefix=(), concurrency=1, env=None, exe=None):
+    def __init__(self, boot, ready_port=None, timeout=30, prefix=(), concurrency=1, env=None, exe=None, args=()):
         """`prefix` runs Envoy under a tool (valgrind, say); `env` ({name:
         value}) is added to Envoy's environment (a dynamic module's
-        secrets); `exe` is another Envoy binary (an older release)."""
+        secrets); `exe` is another Envoy binary (an older release); `args`
+        more command-line options (`--drain-time-s 1`, say)."""
         self.dir = tempfile.mkdtemp(prefix="hookstamp-envoy-")
         self.cfg = Path(self.dir) / "envoy.json"
         self.cfg.write_text(json.dumps(boot, indent=1))
@@ -232,7 +233,7 @@ class Envoy:
         self.proc = subprocess.Popen(
             [*exe, "-c", str(self.cfg), "--concurrency", str(concurrency),
              "--base-id", str(random.randint(1000, 60000)), "-l", "info",
-             "--log-path", str(self.log)],
+             "--log-path", str(self.log), *args],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=penv)
         deadline = time.time() + timeout
         while time.time() < deadline:
