@@ -129,11 +129,11 @@ def dynmod_filter(plugin_config, struct=False):
     }
 
 
-def hookstamp_filter(plugin_config, wasm=None, env=None, build=None):
+def hookstamp_filter(plugin_config, wasm=None, env=None, build=None, struct=False):
     """The filter of `build` ("wasm", "dynmod"; default BUILD)."""
     if (build or BUILD) == "dynmod":
-        return dynmod_filter(plugin_config)
-    return wasm_filter(plugin_config, wasm, env)
+        return dynmod_filter(plugin_config, struct=struct)
+    return wasm_filter(plugin_config, wasm, env, struct=struct)
 
 
 ROUTE_UPSTREAM = {"cluster": "upstream", "timeout": "30s"}
@@ -217,10 +217,11 @@ def bootstrap(configs, upstream_port, admin_port, direct=False, wasm=None, env=N
 class Envoy:
     """A running Envoy; `proc.returncode` is set if it exited."""
 
-    def __init__(self, boot, ready_port=None, timeout=30, prefix=(), concurrency=1, env=None, exe=None):
+    def __init__(self, boot, ready_port=None, timeout=30, prefix=(), concurrency=1, env=None, exe=None, args=()):
         """`prefix` runs Envoy under a tool (valgrind, say); `env` ({name:
         value}) is added to Envoy's environment (a dynamic module's
-        secrets); `exe` is another Envoy binary (an older release)."""
+        secrets); `exe` is another Envoy binary (an older release); `args`
+        more command-line options (`--drain-time-s 1`, say)."""
         self.dir = tempfile.mkdtemp(prefix="hookstamp-envoy-")
         self.cfg = Path(self.dir) / "envoy.json"
         self.cfg.write_text(json.dumps(boot, indent=1))
@@ -232,7 +233,7 @@ class Envoy:
         self.proc = subprocess.Popen(
             [*exe, "-c", str(self.cfg), "--concurrency", str(concurrency),
              "--base-id", str(random.randint(1000, 60000)), "-l", "info",
-             "--log-path", str(self.log)],
+             "--log-path", str(self.log), *args],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=penv)
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -309,3 +310,111 @@ def request(port, method, path, headers=(), body=None, chunks=None, test_id=None
         resp.begin()
         data = resp.read()
         return resp.status, resp.getheaders(), data
+
+
+# Envoy names a module's metrics `dynamicmodulescustom.<name>` (Prometheus:
+# `envoy_dynamicmodulescustom_<name>`) where a Wasm filter's are
+# `wasmcustom.<name>` (Prometheus: `<name>`); docs/metrics.md gives the
+# mapping (the Prometheus relabelling it documents strips the prefix).
+DYN_PROM, DYN_STATS = "envoy_dynamicmodulescustom_", "dynamicmodulescustom."
+
+
+class WasmNames:
+    """A running `Envoy` with the dynamic module whose stats read with the
+    Wasm filter's names, so that one test reads both builds' metrics."""
+
+    def __init__(self, envoy):
+        self._envoy = envoy
+
+    def __getattr__(self, name):
+        return getattr(self._envoy, name)
+
+    def stats(self, path="/stats/prometheus"):
+        text = self._envoy.stats(path)
+        return text.replace(DYN_PROM, "").replace(DYN_STATS, "wasmcustom.")
+
+
+# The builds every Envoy test runs through (tests/e2e/conftest.py's `build`
+# fixture): the test ids' names, and proxy's own name of each.
+BUILDS = {"wasm": "wasm", "so": "dynmod"}
+
+
+class Build:
+    """One build of the filter as a test runs it: "wasm" (target/hookstamp.wasm
+    in Envoy's Wasm filter) or "so" (target/libhookstamp.so in Envoy's
+    dynamic_modules filter). A missing artifact is an error, never a skip.
+    What differs between the two is here and nowhere in a test: where the
+    filter is in a bootstrap, where its secrets come from (the VM's
+    environment; Envoy's own), its metrics' names, how a failed filter shows."""
+
+    def __init__(self, name):
+        self.name = name
+        self.kind = BUILDS[name]
+        self.artifact = WASM if name == "wasm" else SO
+        if not self.artifact.exists():
+            raise RuntimeError(f"{self.artifact} is missing: run make {'wasm' if name == 'wasm' else 'dynamic-module'}")
+
+    def __repr__(self):
+        return f"Build({self.name!r})"
+
+    def filter(self, plugin_config, struct=False, env=None):
+        return hookstamp_filter(plugin_config, env=env, build=self.kind, struct=struct)
+
+    def bootstrap(self, configs, upstream_port, admin_port=None, secrets=None, **kw):
+        """proxy.bootstrap with this build in every listener; `secrets`
+        ({name: value}) go to the VMs' environment (the .wasm) and must go
+        to Envoy's too (`envoy(boot, secrets)`, the .so)."""
+        return bootstrap(configs, upstream_port, admin_port or free_port(),
+                         env=secrets if self.name == "wasm" else None, build=self.kind, **kw)
+
+    def envoy(self, boot, secrets=None, env=None, **kw):
+        """A running Envoy of `boot`; `secrets` in its environment (where
+        the module reads them; harmless for the .wasm, whose VM reads its
+        own). The module's stats read with the Wasm names."""
+        e = Envoy(boot, env={**(env or {}), **(secrets or {})}, **kw)
+        return WasmNames(e) if self.name == "so" else e
+
+    def start(self, configs, upstream_port, secrets=None, **kw):
+        """An Envoy with one listener per config (proxy.bootstrap's form),
+        ready, its secrets where this build reads them."""
+        e = self.envoy(self.bootstrap(configs, upstream_port, secrets=secrets), secrets=secrets, **kw)
+        assert e.proc.poll() is None, e.log_text()[-4000:]
+        return e
+
+    def swap(self, http_filter):
+        """A shipped bootstrap's Wasm filter entry made this build's: the
+        .wasm with its module the built one, or the .so with the same
+        configuration (a Struct stays a Struct)."""
+        cfg = http_filter["typed_config"]["config"]
+        if self.name == "wasm":
+            cfg["vm_config"]["code"] = {"local": {"filename": str(WASM)}}
+            return http_filter
+        conf = cfg["configuration"]
+        struct = conf["@type"].endswith("google.protobuf.Struct")
+        return dynmod_filter(conf["value"] if struct else json.loads(conf["value"]), struct=struct)
+
+    def shipped(self):
+        """envoy/envoy.yaml, or for the .so envoy/dynamic-module/envoy.yaml
+        (the same with the module), its filter this build's as built."""
+        import yaml
+        if self.name == "so":
+            return yaml.safe_load((ROOT / "envoy" / "dynamic-module" / "envoy.yaml").read_text())
+        boot = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
+        hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        hcm["http_filters"][0] = self.swap(hcm["http_filters"][0])
+        return boot
+
+    def failures(self, envoy):
+        """What shows the filter failed: a Wasm VM's failure counters; for
+        the module (no VM), a panic or a critical line in Envoy's log."""
+        if self.name == "wasm":
+            return [l for l in envoy.stats("/stats").splitlines()
+                    if l.startswith("wasm.") and ("fail" in l or "crash" in l) and not l.endswith(": 0")]
+        return [l for l in envoy.log_text().splitlines() if "panicked" in l or "[critical]" in l]
+
+
+def only(name):
+    """For a test only one build has (a Wasm VM's failure policy, say):
+    `@proxy.only("wasm")` runs it with that build alone, its id saying which."""
+    import pytest
+    return pytest.mark.parametrize("build", [name], indirect=True)

@@ -1,7 +1,9 @@
-"""Attacks on a real Envoy with the built module, each on an Envoy of its
-own: thousands of stalled requests reaching their deadline in one tick
-(which once failed the VM for good), a budget full of slow uploads, and
-Envoy's own memory while a verified source holds slow forged uploads."""
+"""Attacks on a real Envoy with the built filter, each on an Envoy of its
+own, through both builds ([wasm], [so]): thousands of stalled requests
+reaching their deadline in one tick (which once failed the VM for good),
+streams reset mid-hold, and Envoy's own memory while a verified source
+holds slow forged uploads; and (the .wasm's own) a failed VM under each
+failure policy."""
 
 import json
 import time
@@ -22,14 +24,14 @@ ATTACKED = {"max_hold_ms": 2000, "slow_body_ms": 1000, "sources": [
 
 
 @pytest.fixture()
-def edge():
+def edge(build):
     attack.raise_fd_limit()
     up = upstream.start()
     port = proxy.free_port()
-    e = proxy.Envoy(proxy.bootstrap({"edge": (port, ATTACKED)}, up.server_address[1], proxy.free_port()))
-    assert e.proc.poll() is None, e.log_text()[-4000:]
-    yield {"envoy": e, "up": up, "port": port}
+    e = build.start({"edge": (port, ATTACKED)}, up.server_address[1])
+    yield {"envoy": e, "up": up, "port": port, "build": build}
     e.stop()
+    up.shutdown()
 
 
 def deliver(edge, n):
@@ -47,11 +49,6 @@ def deliver(edge, n):
                                  body=b"{}", test_id=tid, timeout=10)
     assert status == 200, status
     assert dict(edge["up"].records[tid]["stamps"])["x-hookstamp-dedupe-key"] == f"d-{n}"
-
-
-def vm_failures(envoy):
-    return [l for l in envoy.stats("/stats").splitlines()
-            if l.startswith("wasm.") and ("fail" in l or "crash" in l) and not l.endswith(": 0")]
 
 
 def counter(envoy, name):
@@ -83,7 +80,7 @@ def test_ten_thousand_stalled_requests_reach_their_deadline_and_the_vm_lives(edg
         assert result, (h1.count(), h2c.count())
         took = time.time() - t0
         print(f"10 000 stalled requests answered 408 within {took:.1f} s of the first")
-        assert not vm_failures(edge["envoy"]), vm_failures(edge["envoy"])
+        assert not edge["build"].failures(edge["envoy"]), edge["build"].failures(edge["envoy"])
         assert "Maximum call stack" not in edge["envoy"].log_text()
         assert counter(edge["envoy"], "hookstamp_body_timeout_total.source=stripe;") == 10_000
         for n in range(2, 12):
@@ -108,7 +105,7 @@ def test_streams_reset_mid_hold_give_everything_back(edge):
         assert done, h2c.count()
         assert done.get("reset") == 1000
         deliver(edge, 101)
-        assert not vm_failures(edge["envoy"])
+        assert not edge["build"].failures(edge["envoy"])
     finally:
         h2c.close()
 
@@ -171,7 +168,7 @@ def test_a_failed_vm_comes_back_under_fail_reload_only(policy):
         e.stop()
 
 
-def test_slow_forged_uploads_cannot_grow_envoy_past_the_budget():
+def test_slow_forged_uploads_cannot_grow_envoy_past_the_budget(build):
     """A verified source with header keys: the filter keeps only the HMAC's
     state, but Envoy buffers each body while the filter holds the request.
     200 uploads of 1 MiB with a well-formed forged signature send 512 KiB
@@ -183,8 +180,7 @@ def test_slow_forged_uploads_cannot_grow_envoy_past_the_budget():
         {"id": "github", "dedupe": "github", "verify": {"scheme": "github", "secrets": [{"env": "GH_SECRET"}]}}]}
     up = upstream.start()
     port = proxy.free_port()
-    e = proxy.Envoy(proxy.bootstrap({"gh": (port, cfg)}, up.server_address[1], proxy.free_port(),
-                                    env={"GH_SECRET": "s"}))
+    e = build.start({"gh": (port, cfg)}, up.server_address[1], {"GH_SECRET": "s"})
     uploads = None
     try:
         for i in range(20):  # warm the worker up: the baseline after it
@@ -211,3 +207,4 @@ def test_slow_forged_uploads_cannot_grow_envoy_past_the_budget():
         if uploads:
             uploads.close()
         e.stop()
+        up.shutdown()

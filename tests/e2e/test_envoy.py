@@ -1,6 +1,9 @@
 """The real filter in a real Envoy: the shared case table replayed through
 it, plus what only a proxy can show (spoofing, chunked and oversized bodies,
-HTTP/2 trailers, metrics, refused configs). Envoy missing is a failure."""
+HTTP/2 trailers, metrics, refused configs). Every test that takes `env` or
+`build` runs through both builds, the .wasm ([wasm]) and the dynamic module
+([so]) (conftest.py); one Envoy of each build serves the tests of `env`.
+Envoy or a build missing is a failure."""
 
 import hashlib
 import json
@@ -37,8 +40,8 @@ HELD = {"max_json_bytes": 65536, "max_held_bytes": 4 * 65536, "max_hold_ms": 150
                                                    "ordering_key": {"json": "data.object.customer"}}]}]}
 
 
-@pytest.fixture(scope="session")
-def env():
+@pytest.fixture(scope="module")
+def env(build):
     up = upstream.start()
     configs = {name: (proxy.free_port(), t["config"]) for name, t in TABLES.items()}
     configs["big"] = (proxy.free_port(), BIG)
@@ -46,16 +49,18 @@ def env():
     # the default max_json_bytes): the limit docs/deployment.md asks for at least.
     configs["big_default_limit"] = (proxy.free_port(), BIG, None)
     configs["held"] = (proxy.free_port(), HELD)
-    # Cargo's own artifact, as built, unchanged: every build output is right.
-    cargo = Path((ROOT / "target" / "hookstamp.wasm.cargo-path").read_text().strip())
-    configs["cargo_artifact"] = (proxy.free_port(), BIG, None, cargo)
-    # The tables' secrets, in every VM's environment.
+    if build.name == "wasm":
+        # Cargo's own artifact, as built, unchanged: every build output is right.
+        cargo = Path((ROOT / "target" / "hookstamp.wasm.cargo-path").read_text().strip())
+        configs["cargo_artifact"] = (proxy.free_port(), BIG, None, cargo)
+    # The tables' secrets, where the build reads them (the VM's environment;
+    # Envoy's own for the module).
     secrets = {k: v for t in TABLES.values() for k, v in t.get("env", {}).items()}
-    e = proxy.Envoy(proxy.bootstrap(configs, up.server_address[1], proxy.free_port(), env=secrets))
-    assert e.proc.poll() is None, e.log_text()[-4000:]
-    yield {"envoy": e, "up": up, "ports": {n: v[0] for n, v in configs.items()}}
+    e = build.start(configs, up.server_address[1], secrets)
+    yield {"envoy": e, "up": up, "ports": {n: v[0] for n, v in configs.items()}, "build": build}
     e.stop()
-    # The VM must never have failed under any of it.
+    up.shutdown()
+    # The filter must never have failed under any of it.
     assert "panicked" not in e.log_text()
 
 
@@ -369,14 +374,15 @@ def test_http2_with_trailers(env):
 
 
 @pytest.mark.parametrize("struct", [False, True], ids=["StringValue", "Struct"])
-def test_both_configuration_forms_load_and_stamp(env, struct):
+def test_both_configuration_forms_load_and_stamp(env, build, struct):
     """The filter's configuration as JSON text or as YAML (a Struct, whose
-    numbers are doubles: max_json_bytes and ttl_ms must still be integers)."""
+    numbers are doubles: max_json_bytes and ttl_ms must still be integers;
+    Envoy hands the module a Struct as JSON text)."""
     config = dict(BIG, max_json_bytes=4096, sources=[dict(BIG["sources"][0], dedupe={"json": "id", "ttl_ms": 60000})])
     port = proxy.free_port()
-    boot = proxy.bootstrap({"form": (port, config)}, env["up"].server_address[1], proxy.free_port())
+    boot = build.bootstrap({"form": (port, config)}, env["up"].server_address[1])
     hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    hcm["http_filters"][0] = proxy.wasm_filter(config, struct=struct)
+    hcm["http_filters"][0] = build.filter(config, struct=struct)
     loads_and_stamps(boot, port, env["up"])
 
 
@@ -396,24 +402,26 @@ def loads_and_stamps(boot, port, up):
         e.stop()
 
 
-def test_a_struct_with_a_fractional_integer_is_refused(env):
+def test_a_struct_with_a_fractional_integer_is_refused(env, build):
     config = dict(BIG, max_json_bytes=4096.5)
-    boot = proxy.bootstrap({"x": (proxy.free_port(), config)}, env["up"].server_address[1], proxy.free_port())
+    boot = build.bootstrap({"x": (proxy.free_port(), config)}, env["up"].server_address[1])
     hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    hcm["http_filters"][0] = proxy.wasm_filter(config, struct=True)
+    hcm["http_filters"][0] = build.filter(config, struct=True)
     code, log = proxy.wait_exit(boot)
     assert code != 0
     assert "config: max_json_bytes must be a positive integer of at most 4294967295, got 4096.5" in log
 
 
-def test_bad_config_is_refused_naming_the_source(env):
+def test_bad_config_is_refused_naming_the_source(env, build):
+    """A configuration error refuses the load, every error logged."""
     bad = {"sources": [{"id": "stripe", "dedupe": "strpe",
                         "sinks": [{"type": "sqs", "ordering_key": {"header": "x-id"}}]}]}
-    boot = proxy.bootstrap({"bad": (proxy.free_port(), bad)}, env["up"].server_address[1], proxy.free_port())
+    boot = build.bootstrap({"bad": (proxy.free_port(), bad)}, env["up"].server_address[1])
     code, log = proxy.wait_exit(boot)
     assert code != 0
     assert "source 'stripe' dedupe: unknown preset \"strpe\"" in log
     assert "source 'stripe' sink 0 (sqs): ordering_key needs \"ordered\": true" in log
+    assert "rejected the configuration (2 error(s))" in log
 
 
 def test_example_configs_validate():
@@ -479,13 +487,14 @@ def test_istio_wasmplugin_is_header_keyed_only():
     assert "allow_on_headers_stop_iteration" in err
 
 
-def test_body_source_without_allow_on_headers_stop_iteration_is_answered_not_hung(env):
+@proxy.only("wasm")  # the flag is the Wasm filter's; a module always gets the body
+def test_body_source_without_allow_on_headers_stop_iteration_is_answered_not_hung(env, build):
     """Where the filter cannot hold headers (Istio's WasmPlugin), Envoy never
     hands it the body: the request is answered 408 at max_hold_ms, the log
     names the flag, a counter rises; a header-keyed source still works."""
     port = proxy.free_port()
     config = dict(HELD, sources=HELD["sources"] + [{"id": "gh", "dedupe": "github"}])
-    boot = proxy.bootstrap({"noallow": (port, config)}, env["up"].server_address[1], proxy.free_port())
+    boot = build.bootstrap({"noallow": (port, config)}, env["up"].server_address[1])
     hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     hcm["http_filters"][0]["typed_config"]["config"]["allow_on_headers_stop_iteration"] = False
     e = proxy.Envoy(boot)
@@ -506,19 +515,24 @@ def test_body_source_without_allow_on_headers_stop_iteration_is_answered_not_hun
     assert "allow_on_headers_stop_iteration: true" in log
 
 
-def test_shipped_bootstrap_hardening(env):
-    """envoy/envoy.yaml as shipped (ports moved): Envoy's own path and
-    header hygiene in front of the filter, and only the prefix routed."""
-    import yaml
-    boot = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
-    port, admin = proxy.free_port(), proxy.free_port()
-    boot["admin"]["address"]["socket_address"]["port_value"] = admin
-    lst = boot["static_resources"]["listeners"][0]
-    lst["address"]["socket_address"]["port_value"] = port
-    wasm = lst["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"][0]["typed_config"]["config"]
-    wasm["vm_config"]["code"]["local"]["filename"] = str(proxy.WASM)
+def shipped_bootstrap(build, upstream_port):
+    """The build's shipped bootstrap (envoy/envoy.yaml; for the module
+    envoy/dynamic-module/envoy.yaml), its ports moved: (boot, port)."""
+    boot = build.shipped()
+    port = proxy.free_port()
+    boot["admin"]["address"]["socket_address"]["port_value"] = proxy.free_port()
+    boot["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"] = port
     ep = boot["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
-    ep["endpoint"]["address"]["socket_address"]["port_value"] = env["up"].server_address[1]
+    ep["endpoint"]["address"]["socket_address"]["port_value"] = upstream_port
+    return boot, port
+
+
+def test_shipped_bootstrap_hardening(env, build):
+    """envoy/envoy.yaml (envoy/dynamic-module/envoy.yaml) as shipped, ports
+    moved: Envoy's own path and header hygiene in front of the filter, only
+    the prefix routed, the shipped access log's lines."""
+    boot, port = shipped_bootstrap(build, env["up"].server_address[1])
+    lst = boot["static_resources"]["listeners"][0]
     # The shipped access log's format, written to a file the test reads.
     hcm = lst["filter_chains"][0]["filters"][0]["typed_config"]
     shipped = hcm["access_log"][0]["typed_config"]["log_format"]
@@ -526,8 +540,10 @@ def test_shipped_bootstrap_hardening(env):
     hcm["access_log"] = [{"name": "envoy.access_loggers.file", "typed_config": {
         "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
         "path": str(access), "log_format": shipped}}]
-    e = proxy.Envoy(boot)
+    e = build.envoy(boot)
     try:
+        assert e.proc.poll() is None, e.log_text()[-3000:]
+
         def go(path, headers=(), body=b"{}"):
             tid = uuid.uuid4().hex
             status, _, _ = proxy.request(port, "POST", path, list(headers), body=body, test_id=tid)
@@ -553,7 +569,6 @@ def test_shipped_bootstrap_hardening(env):
         assert c.remote_settings.initial_window_size == 65536
         hcm = lst["filter_chains"][0]["filters"][0]["typed_config"]
         assert (hcm["request_headers_timeout"], hcm["stream_idle_timeout"]) == ("5s", "15s")
-        assert wasm["failure_policy"] == "FAIL_RELOAD"
         # The access log: the filter's decision and why, a JSON line each.
         assert go("/webhooks/nope", gh)[0] == 404
         assert go("/webhooks/stripe?token=hush", [("X-Entity-Id", "e-9")],
@@ -584,6 +599,7 @@ def test_example_config_file_matches_the_bootstrap():
     hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     cfg = hcm["http_filters"][0]["typed_config"]["config"]
     assert cfg["allow_on_headers_stop_iteration"] is True
+    assert cfg["failure_policy"] == "FAIL_RELOAD"
     # The YAML form: a google.protobuf.Struct.
     assert cfg["configuration"]["@type"] == "type.googleapis.com/google.protobuf.Struct"
     embedded = cfg["configuration"]["value"]
@@ -614,14 +630,13 @@ def test_hostile_headers(env, kind):
     assert rec["body_bytes"] == len(body)
 
 
-def test_vm_never_failed(env):
-    """After everything above (the session's hostile and oversized cases
-    included), the filter still answers and no wasm VM has failed."""
+def test_vm_never_failed(env, build):
+    """After everything above (the module's hostile and oversized cases
+    included), the filter still answers and has never failed (no Wasm VM
+    failed; the module never panicked)."""
     case = table_case("stripe", "full event")
     assert send(env, "stripe", case["request"])[0] == case["expect"]
-    stats = env["envoy"].stats("/stats")
-    failures = [l for l in stats.splitlines()
-                if l.startswith("wasm.") and ("fail" in l or "crash" in l) and not l.endswith(": 0")]
+    failures = build.failures(env["envoy"])
     assert not failures, failures
 
 
@@ -647,6 +662,7 @@ def test_every_build_output_exports_exactly_the_callbacks_hookstamp_implements()
     assert sorted(exports(cargo)) == sorted(EXPORTS)
 
 
+@proxy.only("wasm")  # the module's artifact is target/libhookstamp.so itself
 def test_cargo_artifact_stamps_body_sources_in_envoy(env):
     """The module as cargo built it, loaded by Envoy: a body source is
     stamped from its body, chunked or not."""
@@ -699,7 +715,7 @@ def test_lowercase_post_over_http2_is_405(env):
     assert counter(env, "hookstamp_method_not_allowed_total") == before + 1
 
 
-def test_faults_upstream_down_slow_and_client_gone(env):
+def test_faults_upstream_down_slow_and_client_gone(build):
     """Upstream down: Envoy answers 503 (the provider retries) and the next
     request is stamped as usual; a slow upstream; a client that disconnects
     mid-body. The filter's state stays clean throughout."""
@@ -708,7 +724,7 @@ def test_faults_upstream_down_slow_and_client_gone(env):
     req = case["request"]
     dead = proxy.free_port()
     port = proxy.free_port()
-    e = proxy.Envoy(proxy.bootstrap({"f": (port, config)}, dead, proxy.free_port()))
+    e = build.start({"f": (port, config)}, dead)
     try:
         status, _, _ = proxy.request(port, "POST", req["path"], req["headers"], body=body_of(req))
         assert status == 503
@@ -802,7 +818,7 @@ def test_githubs_own_example_payloads_as_json_and_as_a_form(env):
     assert sent > 600 and keyed > 500, (sent, keyed)
 
 
-def test_every_answer_of_the_filter_has_its_own_details_in_the_access_log():
+def test_every_answer_of_the_filter_has_its_own_details_in_the_access_log(build):
     """%RESPONSE_CODE_DETAILS% names each answer and, for a signature, why
     it failed; the shipped access-log format prints it with the stamps."""
     import yaml
@@ -819,14 +835,16 @@ def test_every_answer_of_the_filter_has_its_own_details_in_the_access_log():
          "verify": {"scheme": "github", "secrets": [{"env": "GH_DETAILS"}], "on_failure": "flag"}}]}
     up = upstream.start()
     port = proxy.free_port()
-    boot = proxy.bootstrap({"d": (port, cfg)}, up.server_address[1], proxy.free_port(), env={"GH_DETAILS": "s"})
+    secrets = {"GH_DETAILS": "s"}
+    boot = build.bootstrap({"d": (port, cfg)}, up.server_address[1], secrets=secrets)
     access = Path(tempfile.mkdtemp()) / "access.log"
     hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     hcm["access_log"] = [{"name": "envoy.access_loggers.file", "typed_config": {
         "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
         "path": str(access), "log_format": fmt}}]
-    e = proxy.Envoy(boot)
+    e = build.envoy(boot, secrets)
     try:
+        assert e.proc.poll() is None, e.log_text()[-3000:]
         cases = {
             "missing": [],
             "malformed": [("x-hub-signature-256", "sha1=00")],
@@ -850,6 +868,7 @@ def test_every_answer_of_the_filter_has_its_own_details_in_the_access_log():
         assert proxy.request(port, "POST", "/webhooks/b", [], body=b'{"id":"e2"}')[0] == 200
     finally:
         e.stop()
+        up.shutdown()
     lines = [json.loads(l) for l in access.read_text().splitlines()]
     details = [l["details"] for l in lines]
     assert details == ["hookstamp.invalid_signature.missing", "hookstamp.invalid_signature.malformed",
@@ -891,26 +910,20 @@ def test_check_warns_of_a_secret_given_inline_in_key_values_and_never_shows_it(t
     assert "the-inline-secret-value" not in out
 
 
-def test_rate_limits_on_the_stamps_with_envoys_local_ratelimit(env):
-    """envoy/ratelimit/local_ratelimit.yaml in envoy/envoy.yaml: a source's
-    and a tenant's hooks are limited by the stamps the filter added, never by
-    a client's claim; the others pass."""
+def test_rate_limits_on_the_stamps_with_envoys_local_ratelimit(env, build):
+    """envoy/ratelimit/local_ratelimit.yaml in the shipped bootstrap: a
+    source's and a tenant's hooks are limited by the stamps the filter
+    added, never by a client's claim; the others pass."""
     import yaml
-    boot = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
+    boot, port = shipped_bootstrap(build, env["up"].server_address[1])
     snippet = yaml.safe_load((ROOT / "envoy" / "ratelimit" / "local_ratelimit.yaml").read_text())
-    port, admin = proxy.free_port(), proxy.free_port()
-    boot["admin"]["address"]["socket_address"]["port_value"] = admin
-    lst = boot["static_resources"]["listeners"][0]
-    lst["address"]["socket_address"]["port_value"] = port
-    hcm = lst["filter_chains"][0]["filters"][0]["typed_config"]
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     hcm.pop("access_log")
-    hcm["http_filters"][0]["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"] = str(proxy.WASM)
     hcm["http_filters"].insert(1, snippet["http_filter"])
     hcm["route_config"]["virtual_hosts"][0]["routes"][0]["route"]["rate_limits"] = snippet["route_rate_limits"]
-    ep = boot["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
-    ep["endpoint"]["address"]["socket_address"]["port_value"] = env["up"].server_address[1]
-    e = proxy.Envoy(boot)
+    e = build.envoy(boot)
     try:
+        assert e.proc.poll() is None, e.log_text()[-3000:]
         def post(path, headers, body=b"{}"):
             return proxy.request(port, "POST", path, headers, body=body)[0]
         github = [post("/webhooks/github", [("X-GitHub-Delivery", f"d-rl{i}"), ("x-hookstamp-source", "stripe")])

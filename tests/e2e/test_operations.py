@@ -36,9 +36,10 @@ def test_alert_rules_check_and_pass_their_unit_tests():
 
 
 @pytest.fixture(scope="module")
-def live_metrics():
+def live_metrics(build):
     """/stats/prometheus of an Envoy whose filter has every kind of metric,
-    labelled by the stats_tags the Istio patch adds."""
+    labelled by the stats_tags the Istio patch adds; for the module ([so]),
+    its names as the relabelling of docs/metrics.md makes them."""
     patch = yaml.safe_load((ROOT / "envoy" / "istio" / "stats.yaml").read_text())
     tags = patch["spec"]["configPatches"][0]["patch"]["value"]["stats_config"]["stats_tags"]
     up = upstream.start()
@@ -47,19 +48,20 @@ def live_metrics():
         {"id": "stripe", "dedupe": "stripe", "verify": {"scheme": "stripe", "secrets": [{"value": "whsec_x"}]},
          "sinks": [{"type": "sqs", "ordered": True, "ordering_key": {"json": "data.object.customer"}}]},
         {"id": "github", "dedupe": "github"}]}
-    boot = proxy.bootstrap({"ops": (port, config)}, up.server_address[1], proxy.free_port())
+    boot = build.bootstrap({"ops": (port, config)}, up.server_address[1])
     boot["stats_config"] = {"stats_tags": tags}
-    e = proxy.Envoy(boot)
+    e = build.envoy(boot)
     try:
+        assert e.proc.poll() is None, e.log_text()[-3000:]
         proxy.request(port, "POST", "/webhooks/stripe", [], body=b"{}", test_id=uuid.uuid4().hex)
-        yield e.stats(), tags
+        yield e.stats(), tags, build
     finally:
         e.stop()
         up.shutdown()
 
 
 def test_istio_stats_patch_labels_every_metric(live_metrics):
-    text, tags = live_metrics
+    text, tags, _ = live_metrics
     assert tags == proxy.STATS_TAGS
     boot = yaml.safe_load((ROOT / "envoy" / "envoy.yaml").read_text())
     assert boot["stats_config"]["stats_tags"] == tags
@@ -78,13 +80,16 @@ def metric_names(text):
 
 
 def test_rules_and_dashboard_name_only_metrics_the_filter_has(live_metrics):
-    text, _ = live_metrics
+    text, _, build = live_metrics
     have = metric_names(text)
+    # Envoy's own Wasm metrics (a VM reloaded) exist only where there is a
+    # VM: for the module, the filter's own metrics alone are compared.
+    wanted = (lambda n: True) if build.name == "wasm" else (lambda n: not n.startswith("envoy_wasm_"))
     rules = (PROM / "hookstamp-rules.yaml").read_text()
     dashboard = json.loads((PROM / "hookstamp-dashboard.json").read_text())
     exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
     for source, names in [("rules", metric_names(rules)), ("dashboard", metric_names(exprs))]:
-        missing = names - have
+        missing = {n for n in names if wanted(n)} - have
         assert not missing, f"{source} name metrics the filter does not have: {missing}"
 
 

@@ -30,14 +30,14 @@ HELD = {"github": False, "stripe": True, "gh": True}
 
 
 @pytest.fixture(scope="module")
-def edge():
+def edge(build):
+    """An Envoy of each build ([wasm], [so]) sealing what it stamps."""
     up = upstream.start()
     port = proxy.free_port()
-    env = {"HOOKSTAMP_SEAL_KEY": KEY, "GH_SECRET": "gh-secret"}
-    e = proxy.Envoy(proxy.bootstrap({"s": (port, CONFIG)}, up.server_address[1], proxy.free_port(), env=env))
-    assert e.proc.poll() is None, e.log_text()[-4000:]
+    e = build.start({"s": (port, CONFIG)}, up.server_address[1], {"HOOKSTAMP_SEAL_KEY": KEY, "GH_SECRET": "gh-secret"})
     yield {"port": port, "up": up}
     e.stop()
+    up.shutdown()
 
 
 def send(edge, source, headers, body, query=""):
@@ -91,7 +91,7 @@ def test_stamps_made_anywhere_but_the_filter_do_not_verify(edge):
     assert seal.verify([KEY.encode()], "POST", path, client + [copied], b"{}", False) == "mismatch"
 
 
-def test_the_harness_seals_as_the_filter_does(edge):
+def test_the_harness_seals_as_the_filter_does():
     """`hookstamp stamp --now` gives the seal the filter gives at that
     second: the queue's code verifies both."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

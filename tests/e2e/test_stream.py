@@ -152,18 +152,17 @@ def h2_upstream(records):
     return listen(serve)
 
 
-@pytest.fixture(scope="module", params=["wasm", "dynmod"])
-def stream_env(request):
+@pytest.fixture(scope="module")
+def stream_env(build):
     """An Envoy with the .wasm (whose filter cannot hold headers) or the
     .so, each listener before one of the two upstreams."""
     records = Records()
     up1, up2 = h1_upstream(records), h2_upstream(records)
     ports = {"h1": proxy.free_port(), "h2": proxy.free_port()}
-    boot = proxy.bootstrap({n: (p, CONFIG) for n, p in ports.items()}, up1.getsockname()[1], proxy.free_port(),
-                           build=request.param)
+    boot = build.bootstrap({n: (p, CONFIG) for n, p in ports.items()}, up1.getsockname()[1])
     for lst in boot["static_resources"]["listeners"]:
         hcm = lst["filter_chains"][0]["filters"][0]["typed_config"]
-        if request.param == "wasm":
+        if build.name == "wasm":
             # The deployments that cannot hold headers for a body.
             hcm["http_filters"][0]["typed_config"]["config"]["allow_on_headers_stop_iteration"] = False
         if lst["name"] == "h2":
@@ -176,7 +175,8 @@ def stream_env(request):
                "endpoint": {"address": {"socket_address": {"address": "127.0.0.1",
                                                            "port_value": up2.getsockname()[1]}}}}]}]}}
     boot["static_resources"]["clusters"].append(h2c)
-    e = proxy.Envoy(boot)
+    e = build.envoy(boot)
+    assert e.proc.poll() is None, e.log_text()[-4000:]
     try:
         yield {"ports": ports, "records": records, "envoy": e}
     finally:
