@@ -19,7 +19,7 @@ const DECODE_ROUNDS: usize = 4;
 /// to read at all (escapes left after every decoding round), which the
 /// caller treats as "could be ours".
 pub fn view(raw: &str) -> Option<Vec<String>> {
-    let segs = decoded_segments(strip_authority(raw.as_bytes()))?;
+    let segs = decoded_segments(strip_authority(raw.as_bytes()), true)?;
     let mut out: Vec<String> = Vec::new();
     for seg in segs {
         resolve(&mut out, seg);
@@ -56,8 +56,13 @@ pub fn under(raw: &str, prefix: &[String]) -> bool {
         strip_authority(bytes),
         scheme_relative(bytes).unwrap_or(b""),
     ];
-    for target in targets.iter().filter(|t| !t.is_empty()) {
-        let Some(segs) = decoded_segments(target) else {
+    // A C string ends at the first NUL; a server that reads bytes does not.
+    let readings = targets
+        .iter()
+        .filter(|t| !t.is_empty())
+        .flat_map(|t| [(t, true), (t, false)]);
+    for (target, at_nul) in readings {
+        let Some(segs) = decoded_segments(target, at_nul) else {
             return true;
         };
         let literal: Vec<String> = segs.iter().filter(|s| *s != ".").cloned().collect();
@@ -113,10 +118,10 @@ fn cut_query(b: &[u8]) -> &[u8] {
 
 /// The decoded, folded segments of a target, empty ones dropped, `.` and
 /// `..` kept: percent-decoding repeated until nothing changes, everything
-/// after a NUL dropped, `\` read as `/`, `;` parameters and what follows a
+/// after a NUL dropped where `at_nul` (a C string's reading), `\` read as `/`, `;` parameters and what follows a
 /// `:` (Windows' alternate data streams) dropped, blanks and trailing dots
 /// trimmed, case folded.
-fn decoded_segments(target: &[u8]) -> Option<Vec<String>> {
+fn decoded_segments(target: &[u8], at_nul: bool) -> Option<Vec<String>> {
     let mut bytes = cut_query(target).to_vec();
     let mut rounds = 0;
     while let Some(decoded) = decode_once(&bytes) {
@@ -126,9 +131,10 @@ fn decoded_segments(target: &[u8]) -> Option<Vec<String>> {
         }
         bytes = decoded;
     }
-    // A C string ends at the first NUL.
-    if let Some(nul) = bytes.iter().position(|&b| b == 0) {
-        bytes.truncate(nul);
+    if at_nul {
+        if let Some(nul) = bytes.iter().position(|&b| b == 0) {
+            bytes.truncate(nul);
+        }
     }
     let mut out = Vec::new();
     for seg in bytes.split(|&b| b == b'/' || b == b'\\') {
@@ -271,22 +277,26 @@ fn hexval(c: Option<&u8>) -> Option<u8> {
     (c as char).to_digit(16).and_then(|d| u8::try_from(d).ok())
 }
 
-/// A segment without the whitespace and control bytes around it.
+/// A segment without the blanks around it (ASCII or Unicode white space,
+/// control characters): a server that strips them reads `..\u{a0}` as `..`.
 fn trim(mut s: &[u8]) -> &[u8] {
-    let blank = |b: &u8| b.is_ascii_whitespace() || b.is_ascii_control();
-    while let [first, rest @ ..] = s {
-        if !blank(first) {
-            break;
-        }
-        s = rest;
+    while let Some(n) = (1..=4).find(|&n| s.get(..n).is_some_and(blank)) {
+        s = s.get(n..).unwrap_or_default();
     }
-    while let [rest @ .., last] = s {
-        if !blank(last) {
-            break;
-        }
-        s = rest;
+    while let Some(n) = (1..=4).find(|&n| s.len() >= n && blank(&s[s.len() - n..])) {
+        s = &s[..s.len() - n];
     }
     s
+}
+
+/// Whether `c` is one blank character: an ASCII blank or control, or
+/// Unicode white space (what Python's `str.strip` drops).
+fn blank(c: &[u8]) -> bool {
+    let mut chars = std::str::from_utf8(c).ok().map(str::chars);
+    match chars.as_mut().map(|cs| (cs.next(), cs.next())) {
+        Some((Some(ch), None)) => ch.is_whitespace() || ch.is_control(),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ use crate::host::{
 };
 use crate::pairs;
 use crate::reply::Reply;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 
 mod imports {
     #[link(wasm_import_module = "env")]
@@ -272,12 +274,17 @@ impl StreamHost for Wasm {
 
 impl ConfigHost for Wasm {
     fn define_metric(&mut self, kind: MetricKind, name: &str) -> HostResult<u32> {
-        let mut id = 0u32;
-        // SAFETY: the host reads `name` within its length and writes `id`.
-        let s = unsafe {
-            imports::proxy_define_metric(metric_kind(kind), name.as_ptr(), name.len(), &mut id)
-        };
-        status("proxy_define_metric", s).map(|()| id)
+        // Envoy gives every definition a new id and keeps it for the VM's
+        // life, though the stat behind it is the same: defining a pushed
+        // configuration's metrics anew would grow Envoy by an entry per
+        // metric per push. An id is looked up by kind and name first.
+        let key = (metric_kind(kind), name.to_owned());
+        if let Some(id) = METRIC_IDS.with(|ids| ids.borrow().get(&key).copied()) {
+            return Ok(id);
+        }
+        let id = define(kind, name)?;
+        METRIC_IDS.with(|ids| ids.borrow_mut().insert(key, id));
+        Ok(id)
     }
 
     fn record_metric(&mut self, id: u32, value: u64) -> HostResult<()> {
@@ -347,6 +354,16 @@ fn now_ms() -> u64 {
     }
 }
 
+/// The ABI's `proxy_define_metric`: a new id for the metric.
+fn define(kind: MetricKind, name: &str) -> HostResult<u32> {
+    let mut id = 0u32;
+    // SAFETY: the host reads `name` within its length and writes `id`.
+    let s = unsafe {
+        imports::proxy_define_metric(metric_kind(kind), name.as_ptr(), name.len(), &mut id)
+    };
+    status("proxy_define_metric", s).map(|()| id)
+}
+
 fn log(l: Level, message: &str) {
     // SAFETY: the host reads `message` within its length.
     let _ = unsafe { imports::proxy_log(level(l), message.as_ptr(), message.len()) };
@@ -354,6 +371,8 @@ fn log(l: Level, message: &str) {
 
 thread_local! {
     static CONTEXTS: Contexts = Contexts::default();
+    /// The metric ids this VM has had from Envoy, by kind and name.
+    static METRIC_IDS: RefCell<BTreeMap<(u32, String), u32>> = const { RefCell::new(BTreeMap::new()) };
 }
 
 // The exports: the ABI's callbacks hookstamp implements, and nothing else.

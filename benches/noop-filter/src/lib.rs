@@ -3,7 +3,9 @@
 //! filter on this SDK pays in Envoy's V8, whatever it does. With a plugin
 //! configuration of `N`, it also adds N request headers per request, one
 //! host call each, as hookstamp adds its stamps: what those calls cost any
-//! filter. Built with the feature `crash` (target/crash.wasm, for the
+//! filter. A configuration with the word `tick` in it also sets a tick
+//! period, as hookstamp does: what Envoy keeps for a configuration that
+//! ticks (tests/e2e/test_reload.py measures it). Built with the feature `crash` (target/crash.wasm, for the
 //! tests only), it aborts on a request with an `x-crash` header: a VM that
 //! fails, to test Envoy's failure policies with.
 
@@ -32,10 +34,14 @@ mod filter {
     impl RootContext for Root {
         fn on_configure(&mut self, _size: usize) -> bool {
             let raw = hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX);
-            let n = match raw {
-                Ok(Some(b)) => String::from_utf8_lossy(&b).trim().parse().unwrap_or(0),
-                _ => 0,
+            let text = match raw {
+                Ok(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
+                _ => String::new(),
             };
+            let n = text.trim().parse().unwrap_or(0);
+            if text.contains("tick") {
+                let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(100));
+            }
             self.names = Rc::new((0..n).map(|i| format!("x-noop-header-{i}")).collect());
             true
         }
