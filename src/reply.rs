@@ -18,71 +18,54 @@ pub struct Reply {
 
 const JSON: &str = "application/json";
 
+/// An answer after which the client's connection is closed: a body it
+/// was still sending is not read.
+const CLOSE: &[(&str, &str)] = &[("connection", "close")];
+
+/// A constant answer whose body is `{"error":"<error>"}` and whose
+/// details are `hookstamp.<details>`, with these headers (none if left out).
+macro_rules! error {
+    ($status:expr, $error:literal, $details:literal $(, $headers:expr)?) => {
+        Reply {
+            status: $status,
+            body: Cow::Borrowed(concat!(r#"{"error":""#, $error, r#""}"#)),
+            content_type: JSON,
+            headers: error!(@headers $($headers)?),
+            details: concat!("hookstamp.", $details),
+        }
+    };
+    (@headers) => { &[] };
+    (@headers $headers:expr) => { $headers };
+}
+
 /// Under the prefix, naming no configured source (or not canonically).
-pub const UNKNOWN_SOURCE: Reply = Reply {
-    status: 404,
-    body: Cow::Borrowed(r#"{"error":"unknown_source"}"#),
-    content_type: JSON,
-    headers: &[],
-    details: "hookstamp.unknown_source",
-};
+pub const UNKNOWN_SOURCE: Reply = error!(404, "unknown_source", "unknown_source");
 
 /// Under the prefix with a method other than POST, GET or HEAD.
-pub const METHOD_NOT_ALLOWED: Reply = Reply {
-    status: 405,
-    body: Cow::Borrowed(r#"{"error":"method_not_allowed"}"#),
-    content_type: JSON,
-    headers: &[("allow", "POST")],
-    details: "hookstamp.method_not_allowed",
-};
+pub const METHOD_NOT_ALLOWED: Reply = error!(
+    405,
+    "method_not_allowed",
+    "method_not_allowed",
+    &[("allow", "POST")]
+);
 
 /// The worker's held-bytes budget is full: the provider retries later.
-pub const BUSY: Reply = Reply {
-    status: 503,
-    body: Cow::Borrowed(r#"{"error":"busy"}"#),
-    content_type: JSON,
-    headers: &[("retry-after", "1")],
-    details: "hookstamp.busy",
-};
+pub const BUSY: Reply = error!(503, "busy", "busy", &[("retry-after", "1")]);
 
 /// The body did not arrive within max_hold_ms of the headers.
-pub const BODY_TIMEOUT: Reply = Reply {
-    status: 408,
-    body: Cow::Borrowed(r#"{"error":"body_timeout"}"#),
-    content_type: JSON,
-    headers: &[("connection", "close")],
-    details: "hookstamp.body_timeout",
-};
+pub const BODY_TIMEOUT: Reply = error!(408, "body_timeout", "body_timeout", CLOSE);
 
 /// The body was still arriving after slow_body_ms while the budget was
 /// fuller than three quarters: answered to keep room for deliveries that
 /// arrive at once.
-pub const SLOW_BODY: Reply = Reply {
-    status: 408,
-    body: Cow::Borrowed(r#"{"error":"body_too_slow"}"#),
-    content_type: JSON,
-    headers: &[("connection", "close")],
-    details: "hookstamp.body_too_slow",
-};
+pub const SLOW_BODY: Reply = error!(408, "body_too_slow", "body_too_slow", CLOSE);
 
 /// The filter could not do its work (a host call failed, no config): never
 /// forwarded unstamped.
-pub const INTERNAL: Reply = Reply {
-    status: 500,
-    body: Cow::Borrowed(r#"{"error":"hookstamp_internal"}"#),
-    content_type: JSON,
-    headers: &[],
-    details: "hookstamp.internal",
-};
+pub const INTERNAL: Reply = error!(500, "hookstamp_internal", "internal");
 
 /// The signature is missing, malformed, wrong or expired (on_failure reject).
-const INVALID_SIGNATURE: Reply = Reply {
-    status: 401,
-    body: Cow::Borrowed(r#"{"error":"invalid_signature"}"#),
-    content_type: JSON,
-    headers: &[],
-    details: "hookstamp.invalid_signature",
-};
+const INVALID_SIGNATURE: Reply = error!(401, "invalid_signature", "invalid_signature");
 
 /// `INVALID_SIGNATURE`, its details naming why: `hookstamp.invalid_signature.<reason>`.
 pub fn invalid_signature(reason: crate::verify::Reason) -> Reply {
@@ -101,13 +84,10 @@ pub fn invalid_signature(reason: crate::verify::Reason) -> Reply {
 }
 
 /// The body is over the limit the filter can verify (on_failure reject).
-pub const TOO_LARGE_TO_VERIFY: Reply = Reply {
-    status: 413,
-    body: Cow::Borrowed(r#"{"error":"body_too_large_to_verify"}"#),
-    content_type: JSON,
-    headers: &[("connection", "close")],
-    details: "hookstamp.body_too_large_to_verify",
-};
+pub const TOO_LARGE_TO_VERIFY: Reply = error!(
+    413,
+    "body_too_large_to_verify", "body_too_large_to_verify", CLOSE
+);
 
 /// A handshake answered at the edge (see `handshake`).
 pub fn handshake(body: String, content_type: &'static str) -> Reply {
@@ -121,13 +101,7 @@ pub fn handshake(body: String, content_type: &'static str) -> Reply {
 }
 
 /// A handshake whose token is wrong (Meta's `hub.verify_token`).
-pub const HANDSHAKE_REFUSED: Reply = Reply {
-    status: 403,
-    body: Cow::Borrowed(r#"{"error":"handshake_refused"}"#),
-    content_type: JSON,
-    headers: &[],
-    details: "hookstamp.handshake_refused",
-};
+pub const HANDSHAKE_REFUSED: Reply = error!(403, "handshake_refused", "handshake_refused");
 
 /// A dropped event (see `events`): answered 200 so the provider does not
 /// retry it, and never forwarded.
@@ -142,10 +116,4 @@ pub const DROPPED: Reply = Reply {
 /// A streamed request whose body ended in trailers after its last byte was
 /// held back: the byte cannot be let through with them, so the request is
 /// refused, never completed short (see `verify::Mode::Stream`).
-pub const STREAM_TRAILERS: Reply = Reply {
-    status: 400,
-    body: Cow::Borrowed(r#"{"error":"trailers_after_a_streamed_body"}"#),
-    content_type: JSON,
-    headers: &[],
-    details: "hookstamp.stream_trailers",
-};
+pub const STREAM_TRAILERS: Reply = error!(400, "trailers_after_a_streamed_body", "stream_trailers");

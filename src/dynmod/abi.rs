@@ -110,37 +110,40 @@ pub const RECEIVED_REQUEST_BODY: u32 = 0;
 /// `envoy_dynamic_module_type_metrics_result`.
 pub const METRICS_SUCCESS: u32 = 0;
 
+/// The metric calls come in pairs of one signature, a counter's and a
+/// gauge's: each pair declared once.
+macro_rules! metric_calls {
+    ($define:ident, $record:ident) => {
+        extern "C" {
+            pub fn $define(
+                config: ConfigEnvoyPtr,
+                name: ModuleBuffer,
+                label_names: *mut ModuleBuffer,
+                label_names_length: usize,
+                id: *mut usize,
+            ) -> u32;
+            pub fn $record(
+                filter: FilterEnvoyPtr,
+                id: usize,
+                label_values: *mut ModuleBuffer,
+                label_values_length: usize,
+                value: u64,
+            ) -> u32;
+        }
+    };
+}
+
+metric_calls!(
+    envoy_dynamic_module_callback_http_filter_config_define_counter,
+    envoy_dynamic_module_callback_http_filter_increment_counter
+);
+metric_calls!(
+    envoy_dynamic_module_callback_http_filter_config_define_gauge,
+    envoy_dynamic_module_callback_http_filter_set_gauge
+);
+
 extern "C" {
     pub fn envoy_dynamic_module_callback_log(level: u32, message: ModuleBuffer);
-
-    pub fn envoy_dynamic_module_callback_http_filter_config_define_counter(
-        config: ConfigEnvoyPtr,
-        name: ModuleBuffer,
-        label_names: *mut ModuleBuffer,
-        label_names_length: usize,
-        id: *mut usize,
-    ) -> u32;
-    pub fn envoy_dynamic_module_callback_http_filter_config_define_gauge(
-        config: ConfigEnvoyPtr,
-        name: ModuleBuffer,
-        label_names: *mut ModuleBuffer,
-        label_names_length: usize,
-        id: *mut usize,
-    ) -> u32;
-    pub fn envoy_dynamic_module_callback_http_filter_increment_counter(
-        filter: FilterEnvoyPtr,
-        id: usize,
-        label_values: *mut ModuleBuffer,
-        label_values_length: usize,
-        value: u64,
-    ) -> u32;
-    pub fn envoy_dynamic_module_callback_http_filter_set_gauge(
-        filter: FilterEnvoyPtr,
-        id: usize,
-        label_values: *mut ModuleBuffer,
-        label_values_length: usize,
-        value: u64,
-    ) -> u32;
 
     pub fn envoy_dynamic_module_callback_http_get_headers_size(
         filter: FilterEnvoyPtr,

@@ -21,15 +21,25 @@ pub(super) fn on_body<K>(
     end_of_stream: bool,
 ) -> DataStatus {
     w.seen_body = true;
-    if w.streaming {
-        return stream_body(host, holds, serial, w, size, end_of_stream);
-    }
-    let plugin = w.plugin.clone();
-    let cfg = &plugin.config;
     let now = host.now_ms();
     if now > w.deadline_ms {
         return data(body_timeout(host, &w));
     }
+    let plugin = w.plugin.clone();
+    if w.streaming {
+        let bytes = match host.request_body(size) {
+            Ok(bytes) => bytes,
+            Err(e) => return data(answer_internal(host, Some(&plugin), &e.to_string())),
+        };
+        let chunk = Streamed {
+            bytes,
+            size,
+            end_of_stream,
+            now,
+        };
+        return stream_body(host, holds, serial, w, chunk);
+    }
+    let cfg = &plugin.config;
     let seen = w.seen_bytes;
     if seen.saturating_add(size) > cfg.max_json_bytes {
         return data(finish::finish(host, *w, Kept::OverLimit));
@@ -74,6 +84,15 @@ pub(super) fn on_body<K>(
     DataStatus::StopAndWatermark
 }
 
+/// A streamed request's new body bytes, as the callback read them.
+struct Streamed {
+    bytes: Vec<u8>,
+    /// How many bytes the callback was handed (what a rewrite replaces).
+    size: usize,
+    end_of_stream: bool,
+    now: u64,
+}
+
 /// A streamed request's body chunk: fed to its signature check and let
 /// through, but for its last byte where the request declared a length
 /// (which would complete the upstream request before the verdict); at the
@@ -84,18 +103,15 @@ fn stream_body<K>(
     holds: &mut Holds<K>,
     serial: u64,
     mut w: Box<Held<K>>,
-    size: usize,
-    end_of_stream: bool,
+    chunk: Streamed,
 ) -> DataStatus {
-    let now = host.now_ms();
-    if now > w.deadline_ms {
-        return data(body_timeout(host, &w));
-    }
+    let Streamed {
+        bytes: chunk,
+        size,
+        end_of_stream,
+        now,
+    } = chunk;
     let plugin = w.plugin.clone();
-    let chunk = match host.request_body(size) {
-        Ok(c) => c,
-        Err(e) => return data(answer_internal(host, Some(&plugin), &e.to_string())),
-    };
     if let Check::Running(p) = &mut w.check {
         p.update(&chunk);
     }

@@ -4,7 +4,7 @@
 
 use super::finish::{self, Kept, Stamping};
 use super::held::{Check, Held};
-use super::{answer_internal, send, Failure, Holds, Plugin};
+use super::{send, Failure, Holds, Plugin};
 use crate::decide::{self, Body};
 use crate::host::{Header, HeadersStatus, StreamHost};
 use crate::metrics::bump;
@@ -15,21 +15,9 @@ use crate::verify::{self, OnFailure};
 use std::borrow::Cow;
 use std::sync::Arc;
 
+/// The headers callback; an error is a host call that failed (answered
+/// 500 by the caller).
 pub(super) fn on_headers<K: Copy>(
-    host: &mut impl StreamHost,
-    plugin: &Arc<Plugin>,
-    holds: &mut Holds<K>,
-    serial: u64,
-    key: K,
-    end_of_stream: bool,
-) -> HeadersStatus {
-    match headers(host, plugin, holds, serial, key, end_of_stream) {
-        Ok(status) => status,
-        Err(e) => answer_internal(host, Some(plugin), &e.to_string()),
-    }
-}
-
-fn headers<K: Copy>(
     host: &mut impl StreamHost,
     plugin: &Arc<Plugin>,
     holds: &mut Holds<K>,

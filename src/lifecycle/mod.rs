@@ -297,7 +297,8 @@ impl<K: Copy> Request<K> {
         }
         let (serial, key) = (self.serial, self.key);
         let outcome = inst.with(host, |holds, host| {
-            let s = headers::on_headers(host, &inst.plugin, holds, serial, key, end_of_stream);
+            let s = headers::on_headers(host, &inst.plugin, holds, serial, key, end_of_stream)
+                .unwrap_or_else(|e| answer_internal(host, Some(&inst.plugin), &e.to_string()));
             (s, holds.requests.contains_key(&serial))
         });
         let (status, held) = outcome.unwrap_or((HeadersStatus::StopIteration, false));
