@@ -120,11 +120,40 @@ const DYNAMIC_MODULE_FILTER: &str =
 /// Parses a file (JSON, or YAML with one or more documents) and finds every
 /// hookstamp configuration in it, named after `file`.
 pub fn find(text: &str, file: &str) -> Result<Vec<Located>, String> {
+    let docs = documents(text)?;
+    let mut out = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        let name = doc_name(doc, i, docs.len(), file);
+        if doc.get("sources").is_some() {
+            out.push(plain(name, doc));
+            continue;
+        }
+        match doc.get("kind").and_then(Value::as_str) {
+            Some("EnvoyExtensionPolicy") => extension_policy(doc, &name, &mut out),
+            Some("WasmPlugin") => wasm_plugin(doc, &name, &mut out),
+            _ => {
+                let before = out.len();
+                walk(doc, &name, ("", ""), None, &mut out);
+                // Nothing of Envoy's or Kubernetes' in it: it is meant as a
+                // plugin configuration, and checking it says what it lacks.
+                let bare = doc.get("kind").is_none() && doc.get("static_resources").is_none();
+                if out.len() == before && bare {
+                    out.push(plain(name, doc));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The documents of a file: one JSON value, or every YAML document that is
+/// not empty.
+fn documents(text: &str) -> Result<Vec<Value>, String> {
     let json_like = text.trim_start().starts_with(['{', '[']);
-    let docs: Vec<Value> = match serde_json::from_str::<Value>(text) {
-        Ok(v) => vec![v],
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => Ok(vec![v]),
         // Text that starts as JSON is JSON: its error is the JSON one.
-        Err(e) if json_like => return Err(format!("not valid JSON: {e}")),
+        Err(e) if json_like => Err(format!("not valid JSON: {e}")),
         Err(json_err) => {
             let mut docs = Vec::new();
             for d in serde_yaml_ng::Deserializer::from_str(text) {
@@ -134,94 +163,86 @@ pub fn find(text: &str, file: &str) -> Result<Vec<Located>, String> {
                     docs.push(v);
                 }
             }
-            docs
-        }
-    };
-    let mut out = Vec::new();
-    for (i, doc) in docs.iter().enumerate() {
-        let name = doc_name(doc, i, docs.len(), file);
-        if doc.get("sources").is_some() {
-            out.push(Located {
-                place: name.clone(),
-                config: doc.clone(),
-                env: Vec::new(),
-                vm: None,
-                buffer_limit: None,
-                holds_headers: true,
-            });
-            continue;
-        }
-        // Istio's WasmPlugin and Envoy Gateway's policy: neither can hold
-        // headers for a body.
-        let headless = |place: String, c: &Value, env, host_keys, field| Located {
-            place,
-            config: c.clone(),
-            env,
-            vm: Some(Vm {
-                host_keys,
-                field,
-                at: None,
-            }),
-            buffer_limit: None,
-            holds_headers: false,
-        };
-        match doc.get("kind").and_then(Value::as_str) {
-            Some("EnvoyExtensionPolicy") => {
-                let wasm = doc.pointer("/spec/wasm").and_then(Value::as_array);
-                for (k, w) in wasm.into_iter().flatten().enumerate() {
-                    if let Some(c) = w.get("config").filter(|c| c.get("sources").is_some()) {
-                        let keys = strings(w.pointer("/env/hostKeys"));
-                        out.push(headless(
-                            format!("{name} spec.wasm[{k}].config"),
-                            c,
-                            Vec::new(),
-                            keys,
-                            "spec.wasm[].env.hostKeys",
-                        ));
-                    }
-                }
-                // The dynamic module: it holds headers for a body, and reads
-                // Envoy's own environment.
-                let modules = doc.pointer("/spec/dynamicModule").and_then(Value::as_array);
-                for (k, m) in modules.into_iter().flatten().enumerate() {
-                    if let Some(c) = m.get("config").filter(|c| c.get("sources").is_some()) {
-                        out.push(module(format!("{name} spec.dynamicModule[{k}].config"), c));
-                    }
-                }
-                continue;
-            }
-            Some("WasmPlugin") => {
-                if let Some(c) = doc.pointer("/spec/pluginConfig") {
-                    let (inline, host) = wasmplugin_env(doc.pointer("/spec/vmConfig/env"));
-                    out.push(headless(
-                        format!("{name} spec.pluginConfig"),
-                        c,
-                        inline,
-                        host,
-                        "spec.vmConfig.env (valueFrom: HOST)",
-                    ));
-                }
-                continue;
-            }
-            _ => {}
-        }
-        let before = out.len();
-        walk(doc, &name, ("", ""), None, &mut out);
-        // Nothing of Envoy's or Kubernetes' in it: it is meant as a plugin
-        // configuration, and checking it says what it lacks.
-        if out.len() == before && doc.get("kind").is_none() && doc.get("static_resources").is_none()
-        {
-            out.push(Located {
-                place: name,
-                config: doc.clone(),
-                env: Vec::new(),
-                vm: None,
-                buffer_limit: None,
-                holds_headers: true,
-            });
+            Ok(docs)
         }
     }
-    Ok(out)
+}
+
+/// A plugin configuration as it is, with no deployment around it.
+fn plain(place: String, c: &Value) -> Located {
+    Located {
+        place,
+        config: c.clone(),
+        env: Vec::new(),
+        vm: None,
+        buffer_limit: None,
+        holds_headers: true,
+    }
+}
+
+/// Istio's WasmPlugin and Envoy Gateway's policy: neither can hold headers
+/// for a body.
+fn headless(
+    place: String,
+    c: &Value,
+    env: Vec<(String, String)>,
+    host_keys: Vec<String>,
+    field: &'static str,
+) -> Located {
+    Located {
+        place,
+        config: c.clone(),
+        env,
+        vm: Some(Vm {
+            host_keys,
+            field,
+            at: None,
+        }),
+        buffer_limit: None,
+        holds_headers: false,
+    }
+}
+
+/// Envoy Gateway's EnvoyExtensionPolicy: its Wasm filters' configurations,
+/// and its dynamic modules'.
+fn extension_policy(doc: &Value, name: &str, out: &mut Vec<Located>) {
+    let wasm = doc.pointer("/spec/wasm").and_then(Value::as_array);
+    for (k, w) in wasm.into_iter().flatten().enumerate() {
+        if let Some(c) = w.get("config").filter(|c| c.get("sources").is_some()) {
+            let keys = strings(w.pointer("/env/hostKeys"));
+            let place = format!("{name} spec.wasm[{k}].config");
+            out.push(headless(
+                place,
+                c,
+                Vec::new(),
+                keys,
+                "spec.wasm[].env.hostKeys",
+            ));
+        }
+    }
+    // The dynamic module: it holds headers for a body, and reads Envoy's
+    // own environment.
+    let modules = doc.pointer("/spec/dynamicModule").and_then(Value::as_array);
+    for (k, m) in modules.into_iter().flatten().enumerate() {
+        if let Some(c) = m.get("config").filter(|c| c.get("sources").is_some()) {
+            out.push(module(format!("{name} spec.dynamicModule[{k}].config"), c));
+        }
+    }
+}
+
+/// Istio's WasmPlugin: its plugin configuration and the VM's environment.
+fn wasm_plugin(doc: &Value, name: &str, out: &mut Vec<Located>) {
+    if let Some(c) = doc.pointer("/spec/pluginConfig") {
+        let (inline, host) = wasmplugin_env(doc.pointer("/spec/vmConfig/env"));
+        let field = "spec.vmConfig.env (valueFrom: HOST)";
+        out.push(headless(
+            format!("{name} spec.pluginConfig"),
+            c,
+            inline,
+            host,
+            field,
+        ));
+    }
 }
 
 /// A list of strings (others skipped).

@@ -2,7 +2,7 @@
 //! `.sink=<n>;`, which the bootstrap's stats_tags turn into Prometheus
 //! labels; a key is never part of a name.
 
-use crate::config::Config;
+use crate::config::{Config, Source};
 use crate::decide::Stamped;
 use crate::host::{ConfigHost, HostResult, Level, MetricKind, StreamHost};
 use crate::key::Missing;
@@ -95,67 +95,76 @@ pub fn bump(host: &mut impl StreamHost, id: Id, by: usize) {
     }
 }
 
+impl SourceMetrics {
+    /// A source's metrics, labelled with its id; its fixed gauges are added
+    /// to `gauges`.
+    fn define(host: &mut impl ConfigHost, s: &Source, gauges: &mut Vec<(u32, u64)>) -> Self {
+        let counter = |host: &mut _, name: &str| define(host, MetricKind::Counter, name);
+        let tag = format!(".source={};", s.id);
+        let named = |host: &mut _, what: &str| counter(host, &format!("hookstamp_{what}{tag}"));
+        let mut m = SourceMetrics {
+            stamped: named(host, "requests_stamped_total"),
+            dedupe_key_missing: Vec::new(),
+            body_over_limit: named(host, "body_over_limit_total"),
+            spoofed: named(host, "spoofed_headers_stripped_total"),
+            busy: named(host, "busy_total"),
+            body_timeout: named(host, "body_timeout_total"),
+            body_never_seen: named(host, "body_never_seen_total"),
+            evicted: named(host, "body_too_slow_total"),
+            lane_key_missing: Vec::new(),
+            verified: None,
+            verify_failed: Vec::new(),
+            handshakes: None,
+            events_dropped: None,
+            event_type_missing: Vec::new(),
+        };
+        if s.events.is_some() {
+            m.events_dropped = named(host, "events_dropped_total");
+        }
+        if s.event_type.is_some() {
+            m.event_type_missing = missing(host, "hookstamp_event_type_missing_total", &tag);
+        }
+        if s.handshake.is_some() {
+            m.handshakes = named(host, "handshakes_total");
+        }
+        if s.verify.is_some() {
+            m.verified = named(host, "signatures_verified_total");
+            for r in Reason::ALL {
+                let name = format!(
+                    "hookstamp_signature_failures_total{tag}.reason={};",
+                    r.as_str()
+                );
+                m.verify_failed.push((r, counter(host, &name)));
+            }
+        }
+        // A bounded reason label: Missing::ALL.
+        if s.dedupe.is_some() {
+            m.dedupe_key_missing = missing(host, "hookstamp_dedupe_key_missing_total", &tag);
+        }
+        for l in s.lanes.iter().filter(|l| l.key.is_some()) {
+            let lane = format!("{tag}.sink={};", l.sink);
+            let ids = missing(host, "hookstamp_lane_key_missing_total", &lane);
+            m.lane_key_missing.push((l.sink, ids));
+        }
+        // 1 for a source whose provider never redelivers by itself: the
+        // alert rules page on every event such a source loses.
+        if s.never_redelivered() {
+            let name = format!("hookstamp_never_redelivered{tag}");
+            if let Some(g) = define(host, MetricKind::Gauge, &name) {
+                gauges.push((g, 1));
+            }
+        }
+        m
+    }
+}
+
 impl Metrics {
     pub fn define(host: &mut impl ConfigHost, cfg: &Config) -> Self {
         let mut gauges = Vec::new();
         let counter = |host: &mut _, name: &str| define(host, MetricKind::Counter, name);
         let mut sources = Vec::with_capacity(cfg.sources.len());
         for s in &cfg.sources {
-            let tag = format!(".source={};", s.id);
-            let named = |host: &mut _, what: &str| counter(host, &format!("hookstamp_{what}{tag}"));
-            let mut m = SourceMetrics {
-                stamped: named(host, "requests_stamped_total"),
-                dedupe_key_missing: Vec::new(),
-                body_over_limit: named(host, "body_over_limit_total"),
-                spoofed: named(host, "spoofed_headers_stripped_total"),
-                busy: named(host, "busy_total"),
-                body_timeout: named(host, "body_timeout_total"),
-                body_never_seen: named(host, "body_never_seen_total"),
-                evicted: named(host, "body_too_slow_total"),
-                lane_key_missing: Vec::new(),
-                verified: None,
-                verify_failed: Vec::new(),
-                handshakes: None,
-                events_dropped: None,
-                event_type_missing: Vec::new(),
-            };
-            if s.events.is_some() {
-                m.events_dropped = named(host, "events_dropped_total");
-            }
-            if s.event_type.is_some() {
-                m.event_type_missing = missing(host, "hookstamp_event_type_missing_total", &tag);
-            }
-            if s.handshake.is_some() {
-                m.handshakes = named(host, "handshakes_total");
-            }
-            if s.verify.is_some() {
-                m.verified = named(host, "signatures_verified_total");
-                for r in Reason::ALL {
-                    let name = format!(
-                        "hookstamp_signature_failures_total{tag}.reason={};",
-                        r.as_str()
-                    );
-                    m.verify_failed.push((r, counter(host, &name)));
-                }
-            }
-            // A bounded reason label: Missing::ALL.
-            if s.dedupe.is_some() {
-                m.dedupe_key_missing = missing(host, "hookstamp_dedupe_key_missing_total", &tag);
-            }
-            for l in s.lanes.iter().filter(|l| l.key.is_some()) {
-                let lane = format!("{tag}.sink={};", l.sink);
-                let ids = missing(host, "hookstamp_lane_key_missing_total", &lane);
-                m.lane_key_missing.push((l.sink, ids));
-            }
-            // 1 for a source whose provider never redelivers by itself: the
-            // alert rules page on every event such a source loses.
-            if s.never_redelivered() {
-                let name = format!("hookstamp_never_redelivered{tag}");
-                if let Some(g) = define(host, MetricKind::Gauge, &name) {
-                    gauges.push((g, 1));
-                }
-            }
-            sources.push(m);
+            sources.push(SourceMetrics::define(host, s, &mut gauges));
         }
         if let Some(g) = define(host, MetricKind::Gauge, "hookstamp_sources_without_dedupe") {
             gauges.push((g, cfg.undeduped().count() as u64));
