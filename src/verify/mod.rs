@@ -51,6 +51,25 @@ impl Secret {
     }
 }
 
+impl Secret {
+    /// Overwrites the bytes with zeros, as a write the compiler keeps: a
+    /// configuration that goes (replaced by a push, or with its last
+    /// request) leaves no secret behind in the freed memory.
+    pub fn wipe(&mut self) {
+        for b in self.0.iter_mut() {
+            // SAFETY: `b` is a valid, aligned, exclusive reference.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Secret {
+    fn drop(&mut self) {
+        self.wipe();
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(<redacted>)")

@@ -179,3 +179,13 @@ fn secrets_never_print() {
     let s = Secret::hmac(b"whsec_topsecret".to_vec());
     assert_eq!(format!("{s:?}"), "Secret(<redacted>)");
 }
+
+#[test]
+fn a_secret_is_wiped_in_place() {
+    let mut s = Secret::hmac(b"whsec-not-a-real-one".to_vec());
+    let (ptr, len) = (s.0.as_ptr(), s.0.len());
+    s.wipe();
+    // The same buffer, every byte zero: what Drop leaves in freed memory.
+    assert_eq!((s.0.as_ptr(), s.0.len()), (ptr, len));
+    assert!(s.0.iter().all(|&b| b == 0));
+}
