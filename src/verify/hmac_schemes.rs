@@ -4,7 +4,7 @@
 use super::failure::{unsupported_or, versions, Failure};
 use super::headers::Headers;
 use super::pending::Plan;
-use super::Algorithm;
+use super::{Algorithm, MAX_SIGNATURE_ENTRIES};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
@@ -15,6 +15,9 @@ pub(super) fn stripe(h: &Headers<'_, '_>) -> Result<Plan, Failure> {
     let value = h.text(H)?;
     let mut t = None;
     let mut sigs = Vec::new();
+    if value.split(',').count() > MAX_SIGNATURE_ENTRIES + 1 {
+        return Err(Failure::form(H, "t=<timestamp>,v1=<hex>: at most 8 v1="));
+    }
     for item in value.split(',') {
         match item.trim().split_once('=') {
             Some(("t", v)) if t.is_none() => t = Some(v),

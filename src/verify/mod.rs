@@ -23,7 +23,13 @@ pub use custom::{Custom, Part};
 pub use failure::{Failure, Reason, Why};
 pub(crate) use pending::ct_eq;
 pub use pending::Pending;
-pub use standard::MAX_ED25519_SIGNATURES;
+pub use standard::{MAX_ED25519_CHECKS, MAX_ED25519_SIGNATURES};
+
+/// At most this many entries in a signature header that lists several
+/// (Stripe's `v1=`, Standard Webhooks' and Svix's `v1,` and `v1a,`): a
+/// sender lists one per active secret, and each entry costs a decoding and
+/// a comparison per secret. More is malformed.
+pub const MAX_SIGNATURE_ENTRIES: usize = 8;
 
 use crate::providers::{self, SchemePreset};
 use headers::Headers;

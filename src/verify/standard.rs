@@ -6,7 +6,7 @@ use super::ed25519::signature;
 use super::failure::{unsupported_or, versions, Failure, Reason};
 use super::headers::Headers;
 use super::pending::Plan;
-use super::{Algorithm, Key, Secret};
+use super::{Algorithm, Key, Secret, MAX_SIGNATURE_ENTRIES};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
@@ -14,6 +14,13 @@ use base64::Engine;
 /// hashes the whole body once per public key, so a header listing many
 /// would multiply the work (Standard Webhooks sends one per active key).
 pub const MAX_ED25519_SIGNATURES: usize = 4;
+
+/// At most this many Ed25519 checks (signatures times public keys) for one
+/// request: each hashes the whole body, and no cheap check tells which key
+/// made which signature, so a forgery listing 4 signatures under 8 keys
+/// would cost 32 (a sender signs once per active key: 2 under 2 keys while
+/// it rotates).
+pub const MAX_ED25519_CHECKS: usize = 8;
 
 /// The header `webhook-<n>`; for Svix, `svix-<n>` first, as Svix's library
 /// takes its own names first, then the unbranded ones. Its name and value.
@@ -41,6 +48,12 @@ pub(super) fn standard(
     let (ts_name, ts) = named(h, svix, "timestamp")?;
     let (sig_name, sig) = named(h, svix, "signature")?;
     let entries = || sig.split(' ');
+    if entries().count() > MAX_SIGNATURE_ENTRIES {
+        return Err(Failure::form(
+            &sig_name,
+            "v1,<base64> and v1a,<base64> entries: at most 8",
+        ));
+    }
     let sigs: Vec<Vec<u8>> = entries()
         .filter_map(|e| e.strip_prefix("v1,"))
         .filter_map(|b| STANDARD.decode(b).ok())
@@ -57,6 +70,13 @@ pub(super) fn standard(
         .filter_map(|b| STANDARD.decode(b).ok())
         .filter_map(|b| signature(&b))
         .collect();
+    let keys = secrets.iter().filter(|s| s.1 != Key::Hmac).count();
+    if eds.len().saturating_mul(keys) > MAX_ED25519_CHECKS {
+        return Err(Failure::form(
+            &sig_name,
+            "v1a,<base64> entries: at most 8 checks (entries times public keys)",
+        ));
+    }
     if sigs.is_empty() && eds.is_empty() {
         // v1 and v1a entries here had no base64 signature: malformed, not
         // unsupported.

@@ -189,3 +189,50 @@ fn a_secret_is_wiped_in_place() {
     assert_eq!((s.0.as_ptr(), s.0.len()), (ptr, len));
     assert!(s.0.iter().all(|&b| b == 0));
 }
+
+/// A signature header listing more entries than a sender ever does is
+/// malformed before any entry is decoded or any body hashed; so is one
+/// whose Ed25519 signatures times public keys pass the bound.
+#[test]
+fn long_signature_lists_are_refused_before_any_work() {
+    use ed25519_dalek::SigningKey;
+    let malformed = |v: &Verify, secrets: &[Secret], h: &[(&str, String)]| {
+        let r = v.start(secrets, pairs(h), REQ, 1_700_000_000).map(|_| ());
+        assert_eq!(r.map_err(|f| f.reason), Err(Reason::Malformed), "{h:?}");
+    };
+    let hmac = [Secret::hmac(b"k".to_vec())];
+    let stripe = verify(Scheme::Preset(SchemePreset::Stripe), None);
+    let v1 = format!(",v1={}", "ab".repeat(32));
+    let list = |n: usize| format!("t=1700000000{}", v1.repeat(n));
+    assert!(stripe
+        .start(&hmac, pairs(&[("stripe-signature", list(8))]), REQ, 1_700_000_000)
+        .is_ok());
+    malformed(&stripe, &hmac, &[("stripe-signature", list(9))]);
+
+    let sw = verify(Scheme::Preset(SchemePreset::StandardWebhooks), None);
+    let entry = format!("v1,{}", "A".repeat(44));
+    let sw_headers = |sig: String| {
+        vec![
+            ("webhook-id", "msg_1".to_owned()),
+            ("webhook-timestamp", "1700000000".to_owned()),
+            ("webhook-signature", sig),
+        ]
+    };
+    let entries = |n: usize| vec![entry.clone(); n].join(" ");
+    assert!(sw
+        .start(&hmac, pairs(&sw_headers(entries(8))), REQ, 1_700_000_000)
+        .is_ok());
+    malformed(&sw, &hmac, &sw_headers(entries(9)));
+
+    let keys: Vec<Secret> = (1..=8u8)
+        .map(|i| {
+            let k = SigningKey::from_bytes(&[i; 32]).verifying_key();
+            Secret(k.to_bytes().to_vec(), Key::Ed25519(k))
+        })
+        .collect();
+    let v1a = format!("v1a,{}", "A".repeat(86) + "==");
+    assert!(sw
+        .start(&keys, pairs(&sw_headers(v1a.clone())), REQ, 1_700_000_000)
+        .is_ok());
+    malformed(&sw, &keys, &sw_headers(format!("{v1a} {v1a}")));
+}
