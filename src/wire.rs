@@ -10,19 +10,19 @@ use serde_json::{json, Value};
 /// `{"action":"answer","status":200,"body":B}` (a handshake answered, an
 /// event dropped: nothing reaches the queue) or `{"action":"pass"}`.
 pub fn outcome(o: &Outcome) -> Value {
-    match o {
-        Outcome::Pass => json!({"action": "pass"}),
-        Outcome::Reply(r) if r.status < 400 => {
+    if let Outcome::Forward { stamped, .. } = o {
+        let headers: Vec<[&str; 2]> = stamped
+            .headers
+            .iter()
+            .map(|(n, v)| [*n, v.as_ref()])
+            .collect();
+        return json!({"action": "forward", "headers": headers});
+    }
+    match o.reply() {
+        None => json!({"action": "pass"}),
+        Some(r) if r.status < 400 => {
             json!({"action": "answer", "status": r.status, "body": r.body})
         }
-        Outcome::Reply(r) => json!({"action": "reject", "status": r.status}),
-        Outcome::Forward { stamped, .. } => {
-            let headers: Vec<[&str; 2]> = stamped
-                .headers
-                .iter()
-                .map(|(n, v)| [*n, v.as_ref()])
-                .collect();
-            json!({"action": "forward", "headers": headers})
-        }
+        Some(r) => json!({"action": "reject", "status": r.status}),
     }
 }

@@ -1,12 +1,14 @@
-//! The end of a held request: its signature's verdict, then its stamps
-//! (or the answer that refuses it, a handshake's or a drop's), the metrics
-//! counted and why it lacks a key recorded; and the trailers, where a held
-//! body can end.
+//! A routed request concluded (`decide::conclude`) and its outcome acted
+//! on: its stamps added, or the answer that refuses it (a handshake's, a
+//! drop's) sent, the metrics counted and why it lacks a key recorded. At
+//! the end of a held body, at the headers of a request stamped at once or
+//! streamed, and at a streamed body's verdict; and the trailers, where a
+//! held body can end.
 
 use super::held::{Check, Held};
 use super::tick::body_timeout;
 use super::{answer_internal, send, Failure, Plugin, WHY_PROPERTY};
-use crate::decide::{self, Body, Verdict};
+use crate::decide::{self, Body, Facts, Outcome, Stream};
 use crate::host::{HeadersStatus, StreamHost};
 use crate::metrics::{bump, SourceMetrics};
 use crate::reply::{self, Reply};
@@ -51,68 +53,55 @@ pub(super) enum Kept {
     OverLimit,
 }
 
-/// Stamps a request, or answers it when its signature refuses it; the
-/// metrics counted.
+/// Concludes a held request at the end of its body (or at its headers,
+/// where it has none or its signature refused it already): its signature's
+/// result counted, then stamped or answered.
 pub(super) fn finish<K>(host: &mut impl StreamHost, mut w: Held<K>, kept: Kept) -> HeadersStatus {
     let check = std::mem::replace(&mut w.check, Check::Off);
     let digest = w.digest.take();
-    let plugin = &w.plugin;
-    let Some(src) = w.source() else {
-        return answer_internal(host, Some(plugin), &Failure::NoSource.to_string());
-    };
+    if w.source().is_none() {
+        return answer_internal(host, Some(&w.plugin), &Failure::NoSource.to_string());
+    }
     let kept_whole = matches!(kept, Kept::Whole);
     let body = match kept {
         Kept::Whole => Body::Bytes(&w.body),
         Kept::OverLimit => Body::OverLimit,
     };
-    let result = match (check, body) {
+    let signature = match (check, body) {
         (Check::Off, _) => None,
         (_, Body::OverLimit) => Some(Err(Reason::OverLimit)),
         (Check::Failed(r), _) => Some(Err(r)),
         (Check::Running(p), _) => Some(p.finish(&w.body).map_err(|f| f.reason)),
     };
-    let m = plugin.metrics.source(w.source);
-    let unverified = result.and_then(Result::err);
-    let verified = match (result, &src.verify) {
-        (Some(r), Some(v)) => {
-            count_signature(host, m, r);
-            match decide::verdict(v.on_failure, r) {
-                Verdict::Refuse(reply) => return send(host, &reply),
-                Verdict::Stamp(ok) => Some(ok),
-            }
-        }
-        _ => None,
-    };
-    let target = Target {
-        index: w.source,
-        source: src,
-        tenant: &w.tenant,
-    };
-    if let Some(r) = decide::post_handshake(&target, body, verified) {
-        bump(host, m.and_then(|m| m.handshakes), 1);
-        return send(host, &r);
+    if let Some(r) = signature {
+        count_signature(host, w.plugin.metrics.source(w.source), r);
     }
-    // The whole body's hash where the filter held all of it: a key
-    // (`sha256`) and the seal's.
+    // The whole body's hash where the filter held all of it.
     let body_hash: Option<[u8; 32]> = match (kept_whole, digest) {
         (true, Some(h)) => Some(sha2::Digest::finalize(*h).into()),
         _ => None,
     };
-    forward(host, &w, body, body_hash, verified, unverified)
+    let keys = header_keys(&w);
+    stamp_and_forward(host, &stamping(&w, &keys), body, body_hash, signature)
 }
 
-/// Whether a verified streamed request's events rule drops it (its type
-/// comes from its headers: a streamed source reads nothing else).
-fn dropped_at_verdict<K>(w: &Held<K>) -> bool {
-    let Some(src) = w.source() else {
-        return false;
+/// A streamed request at its headers: stamped and let go now, as verified
+/// (`stream`) until its verdict; whether its events rule drops it is kept
+/// for that verdict (`stream_verdict`).
+pub(super) fn stream_start<K>(host: &mut impl StreamHost, w: &mut Held<K>) -> HeadersStatus {
+    let (status, drops) = {
+        let keys = header_keys(w);
+        let view = stamping(w, &keys);
+        match conclude(host, &view, Body::Bytes(&[]), None, Some(Ok(()))) {
+            Ok(outcome) => {
+                let drops = matches!(&outcome, Outcome::Forward { stamped, .. } if stamped.dropped.is_some());
+                (act(host, &view, &outcome, None), drops)
+            }
+            Err(status) => (status, false),
+        }
     };
-    let (Some(et), Some(_)) = (&src.event_type, &src.events) else {
-        return false;
-    };
-    let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
-    let offered = decide::offered(src, &keys, Body::Bytes(&[]), None);
-    decide::event_type(et, &offered.values()).is_some_and(|t| decide::drops(src, &t))
+    w.drops = drops;
+    status
 }
 
 /// A streamed request's verdict at the end of its body: its held-back
@@ -131,9 +120,12 @@ pub(super) fn stream_verdict<K>(
         Check::Off => Ok(()),
     };
     count_signature(host, m, result);
+    // A streamed check only refuses (the configuration holds it to
+    // on_failure reject); its drop was found with its stamps, and waited
+    // for this: a forgery is never answered as a dropped event.
     match result {
         Err(reason) => Err(reply::invalid_signature(reason)),
-        Ok(()) if dropped_at_verdict(w) => {
+        Ok(()) if w.drops => {
             bump(host, m.and_then(|m| m.events_dropped), 1);
             // Its upstream request is reset, never completed.
             Err(reply::DROPPED)
@@ -150,29 +142,27 @@ fn count_signature(host: &mut impl StreamHost, m: Option<&SourceMetrics>, r: Res
     }
 }
 
-/// Stamps a request (a streamed one's `x-hookstamp-verified` says
-/// `stream`), or answers it where its events rule drops it; records why it
-/// lacks a key.
-pub(super) fn forward<K>(
-    host: &mut impl StreamHost,
-    w: &Held<K>,
-    body: Body<'_>,
-    body_hash: Option<[u8; 32]>,
-    verified: Option<bool>,
-    unverified: Option<Reason>,
-) -> HeadersStatus {
-    let keys: Vec<Option<&[u8]>> = w.header_keys.iter().map(|k| k.as_deref()).collect();
-    let view = Stamping {
+/// A held request's key headers' values, as the stamps take them.
+fn header_keys<K>(w: &Held<K>) -> Vec<Option<&[u8]>> {
+    w.header_keys.iter().map(|k| k.as_deref()).collect()
+}
+
+/// What the stamps of a held request need, borrowed from it.
+fn stamping<'a, K>(w: &'a Held<K>, header_keys: &'a [Option<&'a [u8]>]) -> Stamping<'a> {
+    Stamping {
         plugin: &w.plugin,
         source: w.source,
         tenant: &w.tenant,
-        header_keys: &keys,
-        streaming: w.streaming,
+        header_keys,
+        stream: if w.streaming {
+            Stream::Started
+        } else {
+            Stream::Held
+        },
         method: &w.method,
         path: &w.path,
         spoofed: w.spoofed,
-    };
-    stamp_and_forward(host, &view, body, body_hash, verified, unverified)
+    }
 }
 
 /// What the stamps of a request need, borrowed: from a held request, or
@@ -183,52 +173,88 @@ pub(super) struct Stamping<'a> {
     pub(super) source: usize,
     pub(super) tenant: &'a str,
     pub(super) header_keys: &'a [Option<&'a [u8]>],
-    pub(super) streaming: bool,
+    pub(super) stream: Stream,
     pub(super) method: &'a str,
     pub(super) path: &'a str,
     pub(super) spoofed: usize,
 }
 
+/// Concludes a request (`decide::conclude`) and acts on its outcome:
+/// stamped, or answered (refused, a handshake's, a drop's).
 pub(super) fn stamp_and_forward(
     host: &mut impl StreamHost,
     w: &Stamping<'_>,
     body: Body<'_>,
     body_hash: Option<[u8; 32]>,
-    verified: Option<bool>,
+    signature: Option<Result<(), Reason>>,
+) -> HeadersStatus {
+    match conclude(host, w, body, body_hash, signature) {
+        Ok(outcome) => act(host, w, &outcome, signature.and_then(Result::err)),
+        Err(status) => status,
+    }
+}
+
+/// A request's outcome, from what the lifecycle knows of it; the clock is
+/// read only for a seal. `Err`: the answer where its source is gone.
+fn conclude<'a>(
+    host: &mut impl StreamHost,
+    w: &Stamping<'a>,
+    body: Body<'a>,
+    body_hash: Option<[u8; 32]>,
+    signature: Option<Result<(), Reason>>,
+) -> Result<Outcome<'a>, HeadersStatus> {
+    let cfg = &w.plugin.config;
+    let Some(source) = cfg.sources.get(w.source) else {
+        return Err(answer_internal(
+            host,
+            Some(w.plugin),
+            &Failure::NoSource.to_string(),
+        ));
+    };
+    let facts = Facts {
+        target: Target {
+            index: w.source,
+            source,
+            tenant: w.tenant,
+        },
+        body,
+        signature,
+        header_keys: w.header_keys,
+        body_hash,
+        stream: w.stream,
+        method: w.method,
+        path: w.path,
+    };
+    Ok(decide::conclude(cfg, &facts, || host.now_ms() / 1000))
+}
+
+/// Acts on an outcome: a forwarded request's stamps added, counted, and
+/// why it lacks a key recorded; any other answered, counted.
+fn act(
+    host: &mut impl StreamHost,
+    w: &Stamping<'_>,
+    outcome: &Outcome<'_>,
     unverified: Option<Reason>,
 ) -> HeadersStatus {
     let plugin = w.plugin;
-    let Some(src) = plugin.config.sources.get(w.source) else {
-        return answer_internal(host, Some(plugin), &Failure::NoSource.to_string());
+    let Outcome::Forward { stamped, .. } = outcome else {
+        let m = plugin.metrics.source(w.source);
+        let counter = match outcome {
+            Outcome::Handshake(_) => m.and_then(|m| m.handshakes),
+            Outcome::Dropped { .. } => m.and_then(|m| m.events_dropped),
+            _ => None,
+        };
+        bump(host, counter, 1);
+        return outcome
+            .reply()
+            .map_or(HeadersStatus::Continue, |r| send(host, &r));
     };
-    let m = plugin.metrics.source(w.source);
-    let mut stamped = decide::stamp(src, w.tenant, w.header_keys, body, body_hash, verified);
-    if w.streaming {
-        stamped.streamed();
-    }
-    if plugin.config.seal.is_some() {
-        let now_s = host.now_ms() / 1000;
-        decide::add_seal(
-            &plugin.config,
-            now_s,
-            w.method,
-            w.path,
-            &mut stamped,
-            body_hash.as_ref(),
-        );
-    }
-    // A streamed request's drop waits for its verdict (`stream_verdict`):
-    // a forgery is never answered as a dropped event.
-    if stamped.dropped && !w.streaming {
-        bump(host, m.and_then(|m| m.events_dropped), 1);
-        return send(host, &reply::DROPPED);
-    }
     for (name, value) in &stamped.headers {
         if let Err(e) = host.add_request_header(name, value) {
             return answer_internal(host, Some(plugin), &e.to_string());
         }
     }
-    plugin.metrics.stamped(host, w.source, w.spoofed, &stamped);
+    plugin.metrics.stamped(host, w.source, w.spoofed, stamped);
     // Why the request lacks a key, where the access log can print it. The
     // stamps and metrics already carry the decision: a host that keeps no
     // property leaves the log's field empty ("-"), and is not logged per

@@ -5,7 +5,7 @@
 use super::finish::{self, Kept, Stamping};
 use super::held::{Check, Held};
 use super::{send, Failure, Holds, Plugin};
-use crate::decide::{self, Body};
+use crate::decide::{self, Body, Stream};
 use crate::host::{Header, HeadersStatus, StreamHost};
 use crate::metrics::bump;
 use crate::reply;
@@ -133,7 +133,7 @@ fn start<K: Copy>(
             source: target.index,
             tenant: target.tenant,
             header_keys: &keys,
-            streaming: false,
+            stream: Stream::Held,
             method: r.method,
             path: r.path,
             spoofed: r.spoofed,
@@ -142,7 +142,6 @@ fn start<K: Copy>(
             host,
             &now,
             Body::Bytes(&[]),
-            None,
             None,
             None,
         ));
@@ -188,6 +187,7 @@ fn held<K>(
         charged: 0,
         // A request with no body to stream is verified whole, here.
         streaming: src.streams() && !r.end_of_stream,
+        drops: false,
         tail: None,
     })
 }
@@ -240,12 +240,12 @@ fn stream<K>(
     host: &mut impl StreamHost,
     holds: &mut Holds<K>,
     serial: u64,
-    w: Box<Held<K>>,
+    mut w: Box<Held<K>>,
 ) -> HeadersStatus {
     if !holds.fits(w.overhead(), w.plugin.config.max_held_bytes) {
         return busy(host, &w);
     }
-    let status = finish::forward(host, &w, Body::Bytes(&[]), None, Some(true), None);
+    let status = finish::stream_start(host, &mut w);
     if status == HeadersStatus::Continue {
         holds.hold(serial, w);
     }

@@ -51,6 +51,10 @@ pub struct Held<K> {
     /// Its signature is checked as the body streams through (`"mode":
     /// "stream"`): its headers went upstream, stamped; its body passes.
     pub streaming: bool,
+    /// A streamed request's events rule drops it once its signature
+    /// verifies: found with its stamps at its headers, answered at its
+    /// verdict.
+    pub drops: bool,
     /// A streamed request's last body byte, held back until its signature
     /// is checked (with a declared length, the byte that would complete
     /// the upstream request).

@@ -1,0 +1,316 @@
+//! The per-request decision, in one place: a request's route, then for a
+//! routed one the one sequence its outcome follows (`conclude`): the
+//! signature's verdict, a POST handshake, the stamps, the events rule, the
+//! seal. The filter routes at the headers (`route::route`) and concludes
+//! once what the stamps need is in (at the headers for a header-only or
+//! streamed source, at the end of a held body); the CLI and `explain` take
+//! the whole `Decision` for a complete request (`decide`).
+
+use crate::config::{Config, Source};
+use crate::reply::{self, Reply};
+use crate::route::{self, Route, Target};
+use crate::stamps;
+use crate::verify::{Failure, OnFailure, Reason, Request};
+use std::borrow::Cow;
+
+mod offered;
+mod stamp;
+
+pub use offered::{offered, Offered};
+pub use stamp::{stamp, Stamped, MAX_EVENT_TYPE};
+
+/// The request body as the filter saw it.
+#[derive(Debug, Clone, Copy)]
+pub enum Body<'b> {
+    /// The whole body (empty when the request had none).
+    Bytes(&'b [u8]),
+    /// Longer than max_json_bytes: never decoded, never buffered past it.
+    OverLimit,
+}
+
+impl<'b> Body<'b> {
+    /// A complete body as `src` sees it: against the configured limit,
+    /// which a streamed signature (holding nothing) does not have.
+    pub fn for_source(bytes: &'b [u8], src: &Source, max_json_bytes: usize) -> Self {
+        if src.streams() {
+            Body::Bytes(bytes)
+        } else {
+            Body::of(bytes, max_json_bytes)
+        }
+    }
+
+    /// Classifies a complete body against the configured limit.
+    pub fn of(bytes: &'b [u8], max_json_bytes: usize) -> Self {
+        if bytes.len() > max_json_bytes {
+            Body::OverLimit
+        } else {
+            Body::Bytes(bytes)
+        }
+    }
+}
+
+/// What happens to a request, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    /// Not a webhook of ours, or an endpoint check (GET or HEAD under the
+    /// prefix): passed untouched but for the stamps stripped.
+    Pass,
+    /// Under the prefix but routed to no source: the route's own answer,
+    /// 404 (no source by that path) or 405 (the method).
+    Unrouted(Reply),
+    /// A handshake answered at the edge: a GET one's (Meta's, the CRC) by
+    /// its route, a POST one's (Slack's, Discord's, Zoom's) once its
+    /// signature verified.
+    Handshake(Reply),
+    /// Its signature did not verify and the source rejects (on_failure
+    /// reject): answered 401, or 413 for a body over max_json_bytes.
+    Refused(Reason),
+    /// The source's events rule drops this (stamped) event type: answered
+    /// 200, never forwarded.
+    Dropped { event_type: Cow<'a, [u8]> },
+    /// Forwarded with its stamps.
+    Forward { source: usize, stamped: Stamped<'a> },
+}
+
+impl Outcome<'_> {
+    /// The filter's answer, for an outcome it answers.
+    pub fn reply(&self) -> Option<Cow<'_, Reply>> {
+        match self {
+            Outcome::Unrouted(r) | Outcome::Handshake(r) => Some(Cow::Borrowed(r)),
+            Outcome::Refused(reason) => Some(Cow::Owned(reply::invalid_signature(*reason))),
+            Outcome::Dropped { .. } => Some(Cow::Borrowed(&reply::DROPPED)),
+            Outcome::Pass | Outcome::Forward { .. } => None,
+        }
+    }
+}
+
+/// How a request's body passes the filter, as far as its outcome goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Held whole, or there was none: its signature's result is final.
+    Held,
+    /// Streamed through and ended (a complete request's, as the CLI has
+    /// it): its `verified` stamp says `stream`, and its result is final.
+    Ended,
+    /// Streamed from its headers, stamped now as verified (`stream`): its
+    /// result comes when its body ends, and its drop waits for it (a
+    /// forgery is refused, never answered as a dropped event).
+    Started,
+}
+
+/// What a routed request's outcome follows from: its target, its body, its
+/// signature's result, its key headers' values (see `header_keys`), its
+/// held body's hash, how its body passed, and what the seal covers.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts<'a, 'k> {
+    pub target: Target<'a>,
+    pub body: Body<'a>,
+    /// A verified source's signature: verified, or why not (`None`: the
+    /// source does not verify).
+    pub signature: Option<Result<(), Reason>>,
+    pub header_keys: &'k [Option<&'a [u8]>],
+    /// The whole body's hash, where the filter held all of it: a key
+    /// (`sha256`) and the seal's.
+    pub body_hash: Option<[u8; 32]>,
+    pub stream: Stream,
+    /// The method and the path as sent, which the seal covers.
+    pub method: &'k str,
+    pub path: &'k str,
+}
+
+/// The outcome of a routed request, in the one order every caller
+/// follows: the signature's verdict (refused), a POST handshake, the
+/// stamps (a streamed request's `verified` one `stream`), the events rule
+/// (dropped), the seal. `now_s` is the clock in Unix seconds, read only
+/// where a seal is made.
+pub fn conclude<'a>(cfg: &Config, f: &Facts<'a, '_>, now_s: impl FnOnce() -> u64) -> Outcome<'a> {
+    let Target {
+        index,
+        source: src,
+        tenant,
+    } = f.target;
+    let verified = match verdict(src, f.signature) {
+        Ok(v) => v,
+        Err(reason) => return Outcome::Refused(reason),
+    };
+    if let Some(r) = post_handshake(&f.target, f.body, verified) {
+        return Outcome::Handshake(r);
+    }
+    let mut stamped = stamp(src, tenant, f.header_keys, f.body, f.body_hash, verified);
+    if f.stream != Stream::Held {
+        stamped.streamed();
+    }
+    // A streamed request's drop waits for its verdict: the lifecycle keeps
+    // it (`stamped.dropped`) for the end of its body.
+    if f.stream != Stream::Started {
+        if let Some(event_type) = stamped.dropped.take() {
+            return Outcome::Dropped { event_type };
+        }
+    }
+    add_seal(cfg, now_s, f, &mut stamped);
+    Outcome::Forward {
+        source: index,
+        stamped,
+    }
+}
+
+/// The signature's verdict under the source's on_failure: the `verified`
+/// stamp (`None`: the source does not verify), or why it is refused.
+fn verdict(src: &Source, signature: Option<Result<(), Reason>>) -> Result<Option<bool>, Reason> {
+    let (Some(v), Some(result)) = (&src.verify, signature) else {
+        return Ok(None);
+    };
+    match (result, v.on_failure) {
+        (Ok(()), _) => Ok(Some(true)),
+        (Err(_), OnFailure::Flag) => Ok(Some(false)),
+        (Err(reason), OnFailure::Reject) => Err(reason),
+    }
+}
+
+/// A complete request's decision, and what it was made from.
+#[derive(Debug, Clone)]
+pub struct Decision<'a> {
+    pub route: Route<'a>,
+    /// The body as the decision saw it (a routed request's).
+    pub body: Option<Body<'a>>,
+    /// A verified source's signature: verified, or exactly why not.
+    pub signature: Option<Result<(), Failure>>,
+    /// A routed request's key headers' values (see `header_keys`).
+    pub header_keys: Vec<Option<&'a [u8]>>,
+    /// The held body's hash (see `Facts::body_hash`).
+    pub body_hash: Option<[u8; 32]>,
+    pub outcome: Outcome<'a>,
+}
+
+/// The system clock in Unix seconds, the time the native harness checks
+/// signatures and seals at (the filter takes the proxy's clock).
+pub fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The decision for a complete request at `now_s` (Unix seconds): its
+/// route, and for a routed one its facts, concluded.
+pub fn decide<'a, N, V>(
+    cfg: &'a Config,
+    method: &str,
+    path: &'a str,
+    headers: &'a [(N, V)],
+    body: &'a [u8],
+    now_s: u64,
+) -> Decision<'a>
+where
+    N: AsRef<str>,
+    V: AsRef<[u8]>,
+{
+    let route = route::route(cfg, method, path);
+    let Route::Source(target) = route else {
+        return Decision {
+            outcome: unrouted(&route),
+            route,
+            body: None,
+            signature: None,
+            header_keys: Vec::new(),
+            body_hash: None,
+        };
+    };
+    let src = target.source;
+    // A streamed signature holds nothing: any size verifies.
+    let streamed = src.streams() && !body.is_empty();
+    let body = Body::for_source(body, src, cfg.max_json_bytes);
+    let signature = src.verify.as_ref().map(|v| {
+        let secrets = v.secrets_for(target.tenant).unwrap_or_default();
+        let header = |n: &str| crate::pairs::first_header(headers, n);
+        match body {
+            Body::OverLimit => Err(Failure::over_limit()),
+            Body::Bytes(b) => v.check(secrets, header, Request { method, path }, b, now_s),
+        }
+    });
+    let header_keys = header_keys(src, headers);
+    // The filter holds the whole body of a source that reads it.
+    let body_hash = match body {
+        Body::Bytes(b) if src.needs_body() => Some(crate::seal::body_hash(b)),
+        _ => None,
+    };
+    let facts = Facts {
+        target,
+        body,
+        signature: signature
+            .as_ref()
+            .map(|r| r.as_ref().map(|_| ()).map_err(|f| f.reason)),
+        header_keys: &header_keys,
+        body_hash,
+        stream: if streamed {
+            Stream::Ended
+        } else {
+            Stream::Held
+        },
+        method,
+        path,
+    };
+    let outcome = conclude(cfg, &facts, || now_s);
+    Decision {
+        route,
+        body: Some(body),
+        signature,
+        header_keys,
+        body_hash,
+        outcome,
+    }
+}
+
+/// The outcome of a request the route sends to no source: passed, or the
+/// route's own answer.
+fn unrouted<'a>(route: &Route<'_>) -> Outcome<'a> {
+    match route {
+        Route::Handshake(_, r) => Outcome::Handshake(r.clone()),
+        other => other.answer().map_or(Outcome::Pass, Outcome::Unrouted),
+    }
+}
+
+/// A POST handshake's answer (Slack's, Discord's, Zoom's), where the body
+/// is one and its signature verified; `None`: an ordinary hook.
+fn post_handshake(target: &Target<'_>, body: Body<'_>, verified: Option<bool>) -> Option<Reply> {
+    let h = target.source.handshake.as_ref().filter(|h| !h.on_get())?;
+    match (body, verified) {
+        (Body::Bytes(b), Some(true)) => h.answer_post(b, target.first_secret()),
+        _ => None,
+    }
+}
+
+/// Adds the seal, last, where the config has a seal key: over the method,
+/// the path as sent, every stamp and the held body's hash (see `seal`).
+fn add_seal(
+    cfg: &Config,
+    now_s: impl FnOnce() -> u64,
+    f: &Facts<'_, '_>,
+    stamped: &mut Stamped<'_>,
+) {
+    let Some(key) = cfg.seal.as_ref().and_then(|k| k.first()) else {
+        return;
+    };
+    let stamps = stamped.headers.iter().map(|(n, v)| (*n, v.as_ref()));
+    let value = crate::seal::seal(
+        &key.0,
+        now_s(),
+        f.method,
+        f.path,
+        stamps,
+        f.body_hash.as_ref(),
+    );
+    stamped.headers.push((stamps::SEAL, Cow::Owned(value)));
+}
+
+/// The values of the headers `src`'s keys read (its header table), each
+/// the first value of that header in arrival order.
+pub fn header_keys<'h, N, V>(src: &Source, headers: &'h [(N, V)]) -> Vec<Option<&'h [u8]>>
+where
+    N: AsRef<str>,
+    V: AsRef<[u8]>,
+{
+    src.headers
+        .iter()
+        .map(|h| crate::pairs::first_header(headers, h))
+        .collect()
+}

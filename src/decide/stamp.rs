@@ -1,0 +1,297 @@
+//! A request's stamps, in contract order (docs/keys.md), and what the
+//! metrics and the access log need to know of them: which keys were
+//! missing and why, which were hashed, whether the events rule drops it.
+
+use crate::affinity::{self, Affinity};
+use crate::config::Source;
+use crate::dedupe::MAX_DEDUPE_KEY;
+use crate::key::{self, BodyState, KeySource, Missing};
+use crate::lanes::{self, Lane, MAX_LANE_KEY};
+use crate::stamps;
+use crate::verify::Reason;
+use std::borrow::Cow;
+
+use super::{offered, Body};
+
+/// An event type longer than this is stamped as its hash (as a lane key).
+pub const MAX_EVENT_TYPE: usize = 128;
+
+/// The stamps for one request, and what the metrics need to know. Names
+/// and values borrow from the config and the request where they can: a
+/// stamp is copied only when it is built (the idempotency key, a lane id)
+/// or percent-encoded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stamped<'a> {
+    /// The stamp headers, in contract order.
+    pub headers: Vec<(&'a str, Cow<'a, str>)>,
+    /// The source has dedupe but the request had no key: why.
+    pub dedupe_key_missing: Option<Missing>,
+    /// Keyed lanes whose key was missing (keyless instead): sink index, why.
+    pub lane_keys_missing: Vec<(u16, Missing)>,
+    /// The source reads the body, and it was over max_json_bytes.
+    pub body_over_limit: bool,
+    /// What the keys found the body to be.
+    pub body: BodyState,
+    /// The dedupe key was over its limit and is stamped as its hash.
+    pub dedupe_key_hashed: bool,
+    /// The sinks whose lane key was over its limit and is stamped as its
+    /// hash.
+    pub lane_keys_hashed: Vec<u16>,
+    /// The sinks whose group was longer than their broker takes and is
+    /// stamped as its hash (`lanes::group`).
+    pub lane_groups_hashed: Vec<u16>,
+    /// The source has an event type but the request had none: why.
+    pub event_type_missing: Option<Missing>,
+    /// The event type the source's `events` rule drops (after the 128-byte
+    /// rule, before its encoding): the request is answered 200 by the
+    /// filter, never forwarded (a streamed one, once its signature
+    /// verifies).
+    pub dropped: Option<Cow<'a, [u8]>>,
+}
+
+impl Stamped<'_> {
+    /// Marks a streamed request's verified stamp `stream`: its signature is
+    /// checked as its body passes, and its completion is the verdict.
+    pub fn streamed(&mut self) {
+        if let Some((_, v)) = self
+            .headers
+            .iter_mut()
+            .find(|(n, _)| *n == stamps::VERIFIED)
+        {
+            *v = Cow::Borrowed("stream");
+        }
+    }
+
+    /// Why a stamped request lacks something, for the access log: the
+    /// signature's failure in flag mode, the dedupe key's and each keyless
+    /// lane's reason, each hashed group; `dedupe=absent lane-1=not_json`.
+    /// Empty where nothing is missing. Names and bounded reasons only,
+    /// never a key or a body byte.
+    pub fn why(&self, unverified: Option<Reason>) -> String {
+        let mut out = String::new();
+        if unverified.is_some()
+            || self.event_type_missing.is_some()
+            || self.dedupe_key_missing.is_some()
+            || !self.lane_keys_missing.is_empty()
+            || !self.lane_groups_hashed.is_empty()
+        {
+            out.reserve(64);
+        }
+        let mut item = |parts: &[&str]| {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            for p in parts {
+                out.push_str(p);
+            }
+        };
+        if let Some(r) = unverified {
+            item(&["signature=", r.as_str()]);
+        }
+        if let Some(m) = self.event_type_missing {
+            item(&["event-type=", m.as_str()]);
+        }
+        if let Some(m) = self.dedupe_key_missing {
+            item(&["dedupe=", m.as_str()]);
+        }
+        for (sink, m) in &self.lane_keys_missing {
+            item(&["lane-", &sink.to_string(), "=", m.as_str()]);
+        }
+        for sink in &self.lane_groups_hashed {
+            item(&["lane-", &sink.to_string(), "-group=hashed"]);
+        }
+        out
+    }
+}
+
+/// What one request's stamps are made from: its source and tenant, what
+/// its keys were offered, and whether its signature verified (`None`: the
+/// source does not verify).
+struct Making<'a, 'v> {
+    src: &'a Source,
+    tenant: &'a str,
+    values: &'v key::Values<'v, 'a>,
+    verified: Option<bool>,
+}
+
+impl<'a> Making<'a, '_> {
+    /// A forged hook (flag mode): none of its keys is trusted.
+    fn unverified(&self) -> bool {
+        self.verified == Some(false)
+    }
+
+    fn lookup(&self, k: &KeySource) -> Option<Cow<'a, [u8]>> {
+        key::eval(k, self.values)
+    }
+}
+
+/// Computes the stamps of a request routed to `src` for `tenant`, from the
+/// values of its key headers (see `header_keys`), its body, and for a
+/// source with `verify` whether its signature verified: an unverified
+/// request (flag mode) never claims a dedupe key.
+pub fn stamp<'a>(
+    src: &'a Source,
+    tenant: &'a str,
+    header_keys: &[Option<&'a [u8]>],
+    body: Body<'a>,
+    body_hash: Option<[u8; 32]>,
+    verified: Option<bool>,
+) -> Stamped<'a> {
+    let mut out = Stamped {
+        headers: Vec::with_capacity(5 + 3 * src.lanes.len()),
+        ..Stamped::default()
+    };
+    let offered = offered(src, header_keys, body, body_hash);
+    out.body = offered.state;
+    out.body_over_limit = offered.state == BodyState::OverLimit;
+    let values = offered.values();
+    let m = Making {
+        src,
+        tenant,
+        values: &values,
+        verified,
+    };
+    let h = &mut out.headers;
+    h.push((stamps::SOURCE, stamps::encode_str(&src.id)));
+    h.push((stamps::TENANT, stamps::encode_str(tenant)));
+    if let Some(v) = verified {
+        h.push((
+            stamps::VERIFIED,
+            Cow::Borrowed(if v { "true" } else { "false" }),
+        ));
+    }
+    event_type(&m, &mut out);
+    let dedupe_key = dedupe(&m, &mut out);
+    let mut affinity = None;
+    for lane in &src.lanes {
+        let keyed = lane_stamps(&m, lane, &mut out);
+        // A node-local lane: the affinity is its lane's.
+        if src.affinity == Some(Affinity::Lane(lane.sink)) {
+            let id = keyed.unwrap_or_else(|| lanes::lane_id(lane.sink, &src.id, None));
+            affinity = Some(Cow::Owned(affinity::lane_hex(tenant, &id)));
+        }
+    }
+    if let Some(a) = src.affinity {
+        let value = match (a, affinity) {
+            (Affinity::Lane(_), Some(id)) => id,
+            (Affinity::Dedupe, _) => {
+                Cow::Owned(affinity::hex(tenant, &src.id, dedupe_key.as_deref()))
+            }
+            _ => Cow::Owned(affinity::hex(tenant, &src.id, None)),
+        };
+        out.headers.push((stamps::AFFINITY, value));
+    }
+    out
+}
+
+/// What the event is (after the 128-byte rule), and whether the events
+/// rule drops it; a forged one's (flag mode) is not trusted.
+fn event_type<'a>(m: &Making<'a, '_>, out: &mut Stamped<'a>) {
+    let Some(et) = &m.src.event_type else {
+        return;
+    };
+    let found = m.lookup(et).map(|t| key::cap(t, MAX_EVENT_TYPE));
+    match found.filter(|_| !m.unverified()) {
+        Some(t) => {
+            let encoded = stamps::encode_key(&t);
+            if m.src.events.as_ref().is_some_and(|e| e.drops(&t)) {
+                out.dropped = Some(t);
+            }
+            out.headers.push((stamps::EVENT_TYPE, encoded));
+        }
+        None if m.unverified() => out.event_type_missing = Some(Missing::Unverified),
+        None => out.event_type_missing = Some(key::why(et, m.values)),
+    }
+}
+
+/// The dedupe stamps (key, ttl, idempotency key); the stamped key, which a
+/// dedupe affinity hashes. A forged hook (flag mode) claims no dedupe key:
+/// counted as unverified.
+fn dedupe<'a>(m: &Making<'a, '_>, out: &mut Stamped<'a>) -> Option<Cow<'a, [u8]>> {
+    let d = m.src.dedupe.as_ref()?;
+    if m.unverified() {
+        out.dedupe_key_missing = Some(Missing::Unverified);
+        return None;
+    }
+    let Some(raw) = m.lookup(&d.key) else {
+        out.dedupe_key_missing = Some(key::why(&d.key, m.values));
+        return None;
+    };
+    out.dedupe_key_hashed = raw.len() > MAX_DEDUPE_KEY;
+    let k = key::cap(raw, MAX_DEDUPE_KEY);
+    let idem = idempotency_key(m.tenant, &m.src.id, &k);
+    let h = &mut out.headers;
+    h.push((stamps::DEDUPE_KEY, stamps::encode_key(&k)));
+    h.push((stamps::DEDUPE_TTL_MS, Cow::Borrowed(&d.ttl_ms)));
+    h.push((stamps::IDEMPOTENCY_KEY, idem));
+    Some(k)
+}
+
+/// One lane's stamps: its id, its key where it has one, its group; a keyed
+/// lane's raw id, which a lane affinity hashes (`None`: the keyless lane).
+/// A forged hook (flag mode) never enters a customer's lane: every lane of
+/// an unverified request is keyless.
+fn lane_stamps<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) -> Option<[u8; 16]> {
+    let key = lane.key.as_ref().filter(|_| !m.unverified());
+    let k = key.and_then(|k| m.lookup(k)).map(|raw| {
+        if raw.len() > MAX_LANE_KEY {
+            out.lane_keys_hashed.push(lane.sink);
+        }
+        key::cap(raw, MAX_LANE_KEY)
+    });
+    let [id_name, key_name, group_name] = &lane.names;
+    let Some(k) = k else {
+        keyless_lane(m, lane, out);
+        return None;
+    };
+    let raw_id = lanes::lane_id(lane.sink, &m.src.id, Some(&k));
+    let encoded = stamps::encode_key(&k);
+    // A keyed lane's group is its stamped key, where the sink's broker
+    // takes it.
+    let (group, hashed) = lanes::group(encoded.clone(), Some(&k), lane.group_max);
+    if hashed {
+        out.lane_groups_hashed.push(lane.sink);
+    }
+    let h = &mut out.headers;
+    h.push((id_name, Cow::Owned(lanes::hex(&raw_id))));
+    h.push((key_name, encoded));
+    h.push((group_name, group));
+    Some(raw_id)
+}
+
+/// The stamps of a lane whose request has no key for it (or it takes
+/// none): the source's keyless lane.
+fn keyless_lane<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) {
+    if let Some(ks) = &lane.key {
+        let why = if m.unverified() {
+            Missing::Unverified
+        } else {
+            key::why(ks, m.values)
+        };
+        out.lane_keys_missing.push((lane.sink, why));
+    }
+    let [id_name, _, group_name] = &lane.names;
+    let group = lanes::keyless_group(m.tenant, &m.src.id);
+    let encoded = Cow::Owned(stamps::encode_string(group));
+    let (group, hashed) = lanes::group(encoded, None, lane.group_max);
+    if hashed {
+        out.lane_groups_hashed.push(lane.sink);
+    }
+    // No key stamp: the group says keyless, and an empty value is one an
+    // Envoy dynamic module cannot set (docs/keys.md).
+    out.headers.push((id_name, Cow::Borrowed(&lane.keyless_id)));
+    out.headers.push((group_name, group));
+}
+
+/// `<tenant>:<source_id>:<key>`, percent-encoded.
+fn idempotency_key<'a>(tenant: &str, source_id: &str, key: &[u8]) -> Cow<'a, str> {
+    // The encoding is byte by byte: each part encoded in turn is the
+    // encoding of the joined key, with no joined copy to validate.
+    let mut out = Vec::with_capacity(tenant.len() + source_id.len() + key.len() + 8);
+    stamps::encode_into(&mut out, tenant.as_bytes());
+    out.push(b':');
+    stamps::encode_into(&mut out, source_id.as_bytes());
+    out.push(b':');
+    stamps::encode_into(&mut out, key);
+    Cow::Owned(stamps::ascii(out))
+}
