@@ -205,7 +205,12 @@ fn long_signature_lists_are_refused_before_any_work() {
     let v1 = format!(",v1={}", "ab".repeat(32));
     let list = |n: usize| format!("t=1700000000{}", v1.repeat(n));
     assert!(stripe
-        .start(&hmac, pairs(&[("stripe-signature", list(8))]), REQ, 1_700_000_000)
+        .start(
+            &hmac,
+            pairs(&[("stripe-signature", list(8))]),
+            REQ,
+            1_700_000_000
+        )
         .is_ok());
     malformed(&stripe, &hmac, &[("stripe-signature", list(9))]);
 
