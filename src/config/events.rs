@@ -2,7 +2,7 @@
 //! preset) and `events` (`{"accept": [...]}` or `{"drop": [...]}`).
 
 use super::bounds::within;
-use super::diag::{Diags, Issues, Scope};
+use super::diag::{Diags, Scope};
 use super::fields::{field, unknown_fields};
 use super::keys::KeyCtx;
 use super::reads::Reads;
@@ -33,20 +33,7 @@ pub(super) fn event_type(
                 integers: false,
                 header_ok: &|_| Ok(()),
             };
-            let mut warned = Vec::new();
-            let k = super::keys::expr(o, &[], &ctx, reads, &mut warned);
-            for w in warned {
-                d.warn(scope, "never_matches", w);
-            }
-            match k {
-                Ok(k) => Some(k),
-                Err(Issues(problems)) => {
-                    for i in problems {
-                        d.issue(scope, i.within("event_type"));
-                    }
-                    None
-                }
-            }
+            super::keys::expr_in("event_type", o, &ctx, reads, scope, d)
         }
         Some(other) => {
             d.push(

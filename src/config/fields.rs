@@ -1,11 +1,11 @@
 //! Readers of a configuration's fields, shared by every level of the
-//! checker: a field that may be absent, the unknown ones, a choice of
-//! strings, a bounded count, the routing forms, a key header's name, a
-//! value as an error may show it (never a secret), and
-//! the distance behind a "did you mean".
+//! checker: a field that may be absent, the unknown ones, a flag, a
+//! non-empty string, a choice of strings, a bounded count, the routing
+//! forms, a key header's name, a value as an error may show it (never a
+//! secret), and the distance behind a "did you mean".
 
 use super::bounds::{within, MAX_NAME_BYTES};
-use super::diag::{Diags, Issue, Scope};
+use super::diag::{Code, Diags, Issue, Scope};
 use super::Routing;
 use crate::stamps;
 use serde_json::{Map, Value};
@@ -52,6 +52,43 @@ pub(super) fn unknown_fields(
 /// A field that may be absent; `null` counts as absent.
 pub(super) fn field<'v>(obj: &'v Map<String, Value>, name: &str) -> Option<&'v Value> {
     obj.get(name).filter(|v| !v.is_null())
+}
+
+/// A field that is `true` or `false`; absent (or wrong, and reported) it
+/// is false.
+pub(super) fn flag(obj: &Map<String, Value>, name: &str, scope: &Scope, d: &mut Diags) -> bool {
+    match field(obj, name) {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            d.push(
+                scope,
+                "not_a_bool",
+                format!("{name} must be true or false, got {other}"),
+            );
+            false
+        }
+    }
+}
+
+/// A field that, when given, is a non-empty string; another value is
+/// reported under `code` as not being `what`.
+pub(super) fn nonempty_string<'v>(
+    obj: &'v Map<String, Value>,
+    name: &str,
+    code: Code,
+    what: &str,
+    scope: &Scope,
+    d: &mut Diags,
+) -> Option<&'v str> {
+    match field(obj, name) {
+        None => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s),
+        Some(other) => {
+            d.push(scope, code, format!("{name} must be {what}, got {other}"));
+            None
+        }
+    }
 }
 
 /// A top-level field that takes one of a few strings; the first is the

@@ -6,7 +6,7 @@
 use super::bounds::{
     within, MAX_KEY_DEPTH, MAX_KEY_TERMS, MAX_NAME_BYTES, MAX_PATH_SEGMENTS, MAX_SEPARATOR_BYTES,
 };
-use super::diag::{Issue, Issues};
+use super::diag::{Diags, Issue, Issues, Scope};
 use super::fields::key_header;
 use super::reads::Reads;
 use crate::json::{self, Path};
@@ -37,13 +37,40 @@ pub fn expr(
     reads: &mut Reads,
     warn: &mut Vec<String>,
 ) -> Result<KeySource, Issues> {
-    let key = nested(obj, skip, ctx, reads, warn, 0)?;
+    let mut walk = Walk { ctx, reads, warn };
+    let key = walk.nested(obj, skip, 0)?;
     within(
         "headers, paths and form fields one key reads",
         MAX_KEY_TERMS,
         terms(&key),
     )?;
     Ok(key)
+}
+
+/// `expr` where a part of a source takes a key (`place`: its field), its
+/// warnings and its errors, each behind `place: `, reported in `scope`.
+pub(super) fn expr_in(
+    place: &str,
+    obj: &Map<String, Value>,
+    ctx: &KeyCtx,
+    reads: &mut Reads,
+    scope: &Scope,
+    d: &mut Diags,
+) -> Option<KeySource> {
+    let mut warned = Vec::new();
+    let key = expr(obj, &[], ctx, reads, &mut warned);
+    for w in warned {
+        d.warn(scope, "never_matches", w);
+    }
+    match key {
+        Ok(k) => Some(k),
+        Err(Issues(problems)) => {
+            for e in problems {
+                d.issue(scope, e.within(place));
+            }
+            None
+        }
+    }
 }
 
 /// How many headers, paths and form fields an expression reads.
@@ -57,63 +84,82 @@ fn terms(k: &KeySource) -> usize {
     }
 }
 
-fn nested(
-    obj: &Map<String, Value>,
-    skip: &[&str],
-    ctx: &KeyCtx,
-    reads: &mut Reads,
-    warn: &mut Vec<String>,
-    depth: usize,
-) -> Result<KeySource, Issues> {
-    let fields: Vec<(&String, &Value)> = obj
-        .iter()
-        .filter(|(k, v)| !skip.contains(&k.as_str()) && !v.is_null())
-        .collect();
-    let has = |k: &str| fields.iter().any(|(f, _)| f.as_str() == k);
-    if KINDS.iter().filter(|k| has(k)).count() > 1 {
-        return Err(Issue::new(
-            "bad_key",
-            "a key takes exactly one of header, json, form, sha256, first or concat",
-        )
-        .into());
-    }
-    let extra = |allowed: &[&str]| {
-        fields
+/// One expression's walk: what its place allows, the tables it interns
+/// what it reads into, and its warnings.
+struct Walk<'w> {
+    ctx: &'w KeyCtx<'w>,
+    reads: &'w mut Reads,
+    warn: &'w mut Vec<String>,
+}
+
+impl Walk<'_> {
+    /// One expression `depth` deep: its one kind, and no field that kind
+    /// does not take.
+    fn nested(
+        &mut self,
+        obj: &Map<String, Value>,
+        skip: &[&str],
+        depth: usize,
+    ) -> Result<KeySource, Issues> {
+        let fields: Vec<&str> = obj
             .iter()
+            .filter(|(k, v)| !skip.contains(&k.as_str()) && !v.is_null())
             .map(|(k, _)| k.as_str())
-            .find(|k| !allowed.contains(k))
-            .map(|k| Issue::new("unknown_field", format!("unknown field {k:?} in a key")))
-    };
-    if has("header") {
-        if let Some(e) = extra(&["header"]) {
-            return Err(e.into());
+            .collect();
+        let kinds: Vec<&str> = KINDS.into_iter().filter(|k| fields.contains(k)).collect();
+        let kind = match kinds[..] {
+            [] => return Err(bad_key(format!("a key must be {FORMS}")).into()),
+            [kind] => kind,
+            _ => {
+                return Err(Issue::new(
+                    "bad_key",
+                    "a key takes exactly one of header, json, form, sha256, first or concat",
+                )
+                .into())
+            }
+        };
+        let allowed: &[&str] = match kind {
+            "json" => &["json", "integer"],
+            "concat" => &["concat", "separator"],
+            _ => std::slice::from_ref(&kind),
+        };
+        if let Some(k) = fields.iter().find(|k| !allowed.contains(*k)) {
+            return Err(
+                Issue::new("unknown_field", format!("unknown field {k:?} in a key")).into(),
+            );
         }
+        match kind {
+            "header" => self.header(obj),
+            "json" => self.json(obj),
+            "sha256" => self.sha256(obj),
+            "form" => self.form(obj),
+            name => self.list(name, obj, depth),
+        }
+    }
+
+    fn header(&mut self, obj: &Map<String, Value>) -> Result<KeySource, Issues> {
         let h = obj
             .get("header")
             .and_then(Value::as_str)
             .ok_or_else(|| Issue::new("bad_key", "header must be a string"))?;
         let h = key_header(h)?;
-        (ctx.header_ok)(&h)?;
-        return Ok(reads.header(h));
+        (self.ctx.header_ok)(&h)?;
+        Ok(self.reads.header(h))
     }
-    if has("json") {
-        if let Some(e) = extra(&["json", "integer"]) {
-            return Err(e.into());
-        }
-        let path = json_path(obj.get("json").unwrap_or(&Value::Null), warn)?;
+
+    fn json(&mut self, obj: &Map<String, Value>) -> Result<KeySource, Issues> {
+        let path = json_path(obj.get("json").unwrap_or(&Value::Null), self.warn)?;
         let integer = match obj.get("integer") {
-            None | Some(Value::Null) => ctx.integers,
-            Some(Value::Bool(b)) => *b || ctx.integers,
+            None | Some(Value::Null) => self.ctx.integers,
+            Some(Value::Bool(b)) => *b || self.ctx.integers,
             Some(other) => {
                 return Err(bad_key(format!("integer must be true or false, got {other}")).into())
             }
         };
-        return Ok(reads.path(path, integer));
+        Ok(self.reads.path(path, integer))
     }
-    if has("sha256") {
-        if let Some(e) = extra(&["sha256"]) {
-            return Err(e.into());
-        }
+
+    fn sha256(&mut self, obj: &Map<String, Value>) -> Result<KeySource, Issues> {
         if obj.get("sha256").and_then(Value::as_str) != Some("body") {
             return Err(bad_key(format!(
                 "sha256 takes \"body\" (the body's SHA-256), got {}",
@@ -121,36 +167,32 @@ fn nested(
             ))
             .into());
         }
-        reads.body_hash = true;
-        return Ok(KeySource::BodySha256);
+        self.reads.body_hash = true;
+        Ok(KeySource::BodySha256)
     }
-    if has("form") {
-        if let Some(e) = extra(&["form"]) {
-            return Err(e.into());
-        }
+
+    fn form(&mut self, obj: &Map<String, Value>) -> Result<KeySource, Issues> {
         match obj.get("form") {
             Some(Value::String(f)) if !f.is_empty() => {
                 within("bytes of a form field name", MAX_NAME_BYTES, f.len())?;
-                return Ok(reads.form(f.clone()));
+                Ok(self.reads.form(f.clone()))
             }
-            other => {
-                return Err(bad_key(format!(
-                    "form must be a non-empty field name, got {}",
-                    show(other)
-                ))
-                .into())
-            }
+            other => Err(bad_key(format!(
+                "form must be a non-empty field name, got {}",
+                show(other)
+            ))
+            .into()),
         }
     }
-    if has("first") || has("concat") {
-        let (name, allowed): (&str, &[&str]) = if has("first") {
-            ("first", &["first"])
-        } else {
-            ("concat", &["concat", "separator"])
-        };
-        if let Some(e) = extra(allowed) {
-            return Err(e.into());
-        }
+
+    /// `first` or `concat` (`name`): a bounded list of keys, one level
+    /// deeper, each checked.
+    fn list(
+        &mut self,
+        name: &str,
+        obj: &Map<String, Value>,
+        depth: usize,
+    ) -> Result<KeySource, Issues> {
         let Some(Value::Array(list)) = obj.get(name) else {
             return Err(bad_key(format!("{name} must be a list of keys")).into());
         };
@@ -170,12 +212,25 @@ fn nested(
             .into());
         }
         within(&format!("keys of a {name}"), MAX_KEY_TERMS, list.len())?;
-        // Every part is checked: each one's problems are reported.
+        let parts = self.parts(name, list, depth)?;
+        if name == "first" {
+            return Ok(KeySource::First(parts));
+        }
+        Ok(KeySource::Concat(parts, separator(obj)?))
+    }
+
+    /// Every part is checked: each one's problems are reported.
+    fn parts(
+        &mut self,
+        name: &str,
+        list: &[Value],
+        depth: usize,
+    ) -> Result<Vec<KeySource>, Issues> {
         let mut parts = Vec::new();
         let mut problems = Vec::new();
         for item in list {
             let part = match item.as_object() {
-                Some(o) => nested(o, &[], ctx, reads, warn, depth + 1),
+                Some(o) => self.nested(o, &[], depth + 1),
                 None => {
                     Err(bad_key(format!("each key in {name} must be {FORMS}, got {item}")).into())
                 }
@@ -188,22 +243,20 @@ fn nested(
         if !problems.is_empty() {
             return Err(Issues(problems));
         }
-        if name == "first" {
-            return Ok(KeySource::First(parts));
-        }
-        let sep = match obj.get("separator") {
-            None => ":".to_owned(),
-            Some(Value::String(s)) => {
-                within("bytes of a separator", MAX_SEPARATOR_BYTES, s.len())?;
-                s.clone()
-            }
-            Some(other) => {
-                return Err(bad_key(format!("separator must be a string, got {other}")).into())
-            }
-        };
-        return Ok(KeySource::Concat(parts, sep));
+        Ok(parts)
     }
-    Err(bad_key(format!("a key must be {FORMS}")).into())
+}
+
+/// A `concat`'s separator: `:` unless it names another.
+fn separator(obj: &Map<String, Value>) -> Result<String, Issue> {
+    match obj.get("separator") {
+        None => Ok(":".to_owned()),
+        Some(Value::String(s)) => {
+            within("bytes of a separator", MAX_SEPARATOR_BYTES, s.len())?;
+            Ok(s.clone())
+        }
+        Some(other) => Err(bad_key(format!("separator must be a string, got {other}"))),
+    }
 }
 
 /// A malformed key expression.

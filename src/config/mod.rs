@@ -3,6 +3,7 @@
 
 mod affinity;
 pub mod bounds;
+mod dedupe;
 mod diag;
 mod events;
 mod fields;

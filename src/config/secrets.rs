@@ -3,7 +3,7 @@
 //! its keys. A secret's value never appears in an error or a warning: only
 //! the variable it came from, or its place.
 
-use super::bounds::{within, MAX_SECRETS, MAX_TENANTS};
+use super::bounds::{bounded, within, MAX_SECRETS, MAX_TENANTS};
 use super::diag::{Diags, Issue, Scope};
 use super::fields::{kind, Env};
 use super::{tenant_ok, Routing};
@@ -68,11 +68,8 @@ pub(super) fn key_list(
             format!("{at} is empty: at least one secret"),
         );
     }
-    if let Err(e) = within(at, MAX_SECRETS, list.len()) {
-        d.issue(scope, e);
-    }
     let mut out = Vec::new();
-    for (i, s) in list.iter().enumerate().take(MAX_SECRETS) {
+    for (i, s) in bounded(list, at, MAX_SECRETS, scope, d).iter().enumerate() {
         let place = format!("{at}[{i}]");
         let Some((raw, from)) = read(s, &place, scope, env, d) else {
             continue;

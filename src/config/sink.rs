@@ -1,23 +1,36 @@
 //! One sink's check: its type, ordering and ordering key.
 
-use super::diag::{Diags, Issue, Issues, Scope};
-use super::fields::{did_you_mean, field, unknown_fields};
+use super::diag::{Diags, Issue, Scope};
+use super::fields::{did_you_mean, field, flag, nonempty_string, unknown_fields};
 use super::keys::KeyCtx;
 use super::reads::{stored, Reads, StoreHeaders};
 use super::Delivery;
+use crate::key::KeySource;
 use crate::lanes::Lane;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+/// What a sink's check needs from its source.
 pub(super) struct SinkCtx<'a> {
     pub(super) id: &'a str,
-    pub(super) index: usize,
     pub(super) delivery: Delivery,
     pub(super) store: &'a StoreHeaders,
 }
 
-/// Checks one sink; returns its lane when it is ordered.
+/// A sink's `ordering_key`, as far as its lane goes.
+enum OrderingKey {
+    /// The lane's key, if it has one: none given, or one whose errors are
+    /// reported; the lane's other checks go on.
+    Lane(Option<KeySource>),
+    /// A string: the legacy static Pub/Sub key (or its misuse on an
+    /// ordered sink, reported). The sink stamps no lane, and nothing more
+    /// of it is checked.
+    Static,
+}
+
+/// Checks sink `index` of a source; returns its lane when it is ordered.
 pub(super) fn check_sink(
     ctx: &SinkCtx,
+    index: usize,
     v: &Value,
     reads: &mut Reads,
     d: &mut Diags,
@@ -25,25 +38,22 @@ pub(super) fn check_sink(
     let before = d.len();
     let mut scope = Scope::Sink {
         source: ctx.id.to_owned(),
-        index: ctx.index,
+        index,
         kind: None,
     };
     let Some(obj) = v.as_object() else {
         d.push(&scope, "not_an_object", "must be an object");
         return None;
     };
-    let kind = match field(obj, "type") {
-        None => None,
-        Some(Value::String(t)) if !t.is_empty() => Some(t.as_str()),
-        Some(t) => {
-            d.push(
-                &scope,
-                "bad_sink_type",
-                format!("type must be a non-empty string, got {t}"),
-            );
-            None
-        }
-    };
+    let kind = nonempty_string(
+        obj,
+        "type",
+        "bad_sink_type",
+        "a non-empty string",
+        &scope,
+        d,
+    );
+    // Every error after this names the sink's type too.
     if let Scope::Sink { kind: k, .. } = &mut scope {
         *k = kind.map(str::to_owned);
     }
@@ -51,87 +61,97 @@ pub(super) fn check_sink(
         d.issue(&scope, e);
     }
     unknown_fields(obj, &["type", "ordered", "ordering_key"], &scope, d);
-    let ordered = match field(obj, "ordered") {
-        None => false,
-        Some(Value::Bool(b)) => *b,
-        Some(o) => {
-            d.push(
-                &scope,
-                "not_a_bool",
-                format!("ordered must be true or false, got {o}"),
-            );
-            false
-        }
+    let ordered = flag(obj, "ordered", &scope, d);
+    let OrderingKey::Lane(key) = ordering_key(ctx, obj, kind, ordered, reads, &scope, d) else {
+        return None;
     };
-    let key = match field(obj, "ordering_key") {
-        None => None,
-        Some(Value::String(s)) if kind == Some("google_pubsub") && !s.is_empty() && !ordered => {
-            // The legacy static Pub/Sub ordering key: the sink applies it
-            // itself, so there is nothing to stamp.
-            return None;
-        }
-        Some(Value::String(_)) if kind == Some("google_pubsub") && ordered => {
+    lane_needs(obj, ordered, ctx.delivery, &scope, d);
+    // A sink with any error has no lane.
+    if !ordered || d.len() > before {
+        return None;
+    }
+    let sink = u16::try_from(index).ok()?;
+    let mut lane = Lane::new(sink, key, ctx.id);
+    lane.group_max = kind.and_then(crate::lanes::group_max);
+    Some(lane)
+}
+
+/// The sink's `ordering_key`: an expression (`keys`) whose headers its
+/// hooks store, or the legacy static Pub/Sub string.
+fn ordering_key(
+    ctx: &SinkCtx,
+    obj: &Map<String, Value>,
+    kind: Option<&str>,
+    ordered: bool,
+    reads: &mut Reads,
+    scope: &Scope,
+    d: &mut Diags,
+) -> OrderingKey {
+    let pubsub = kind == Some("google_pubsub");
+    match field(obj, "ordering_key") {
+        None => OrderingKey::Lane(None),
+        // The legacy static Pub/Sub ordering key: the sink applies it
+        // itself, so there is nothing to stamp.
+        Some(Value::String(s)) if pubsub && !s.is_empty() && !ordered => OrderingKey::Static,
+        Some(Value::String(_)) if pubsub && ordered => {
             d.push(
-                &scope, "legacy_pubsub_key",
+                scope, "legacy_pubsub_key",
                 "a string ordering_key is the legacy static Pub/Sub key; an ordered sink takes {\"header\": name} or {\"json\": path}",
             );
-            return None;
+            OrderingKey::Static
         }
         Some(Value::Object(o)) => {
             // Every error of the sink is reported: a bad key does not hide
             // the checks after it.
-            let mut warned = Vec::new();
             let store = ctx.store;
             let header_ok = |h: &str| stored(store, h);
             let kctx = KeyCtx {
                 integers: false,
                 header_ok: &header_ok,
             };
-            let k = super::keys::expr(o, &[], &kctx, reads, &mut warned);
-            for w in warned {
-                d.warn(&scope, "never_matches", w);
-            }
-            match k {
-                Ok(k) => Some(k),
-                Err(Issues(problems)) => {
-                    for e in problems {
-                        d.issue(&scope, e.within("ordering_key"));
-                    }
-                    None
-                }
-            }
+            OrderingKey::Lane(super::keys::expr_in(
+                "ordering_key",
+                o,
+                &kctx,
+                reads,
+                scope,
+                d,
+            ))
         }
         Some(other) => {
             d.push(
-                &scope,
+                scope,
                 "bad_key",
                 format!("ordering_key must be {}, got {other}", super::keys::FORMS),
             );
-            None
+            OrderingKey::Lane(None)
         }
-    };
+    }
+}
+
+/// What a lane needs: an ordered sink for its key, and the queue.
+fn lane_needs(
+    obj: &Map<String, Value>,
+    ordered: bool,
+    delivery: Delivery,
+    scope: &Scope,
+    d: &mut Diags,
+) {
     // A key that failed its own check still needs an ordered sink.
     if field(obj, "ordering_key").is_some() && !ordered {
         d.push(
-            &scope,
+            scope,
             "key_without_ordered",
             "ordering_key needs \"ordered\": true",
         );
     }
-    if ordered && ctx.delivery == Delivery::Direct {
+    if ordered && delivery == Delivery::Direct {
         d.push(
-            &scope,
+            scope,
             "ordered_needs_queue",
             "an ordered sink needs \"delivery\": \"queued\" (lanes need the store-backed queue)",
         );
     }
-    if !ordered || d.len() > before {
-        return None;
-    }
-    let sink = u16::try_from(ctx.index).ok()?;
-    let mut lane = Lane::new(sink, key, ctx.id);
-    lane.group_max = kind.and_then(crate::lanes::group_max);
-    Some(lane)
 }
 
 /// The sink types the queue knows; another is named `custom:<name>`.

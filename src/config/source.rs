@@ -1,21 +1,23 @@
 //! One source's check: its id, tenant and tenants, routing, store_headers,
-//! dedupe, signature, sinks and affinity.
+//! dedupe (`dedupe`), sinks, signature and what its body holds, then the
+//! checks across those parts: the headers its signature leaves unsigned,
+//! its handshake, a streamed body, and affinity.
 
-use super::bounds::{within, MAX_SINKS, MAX_TENANTS};
-use super::diag::{Diags, Issue, Issues, Scope};
-use super::fields::{field, routing_of, unknown_fields, Env};
-use super::keys::KeyCtx;
+use super::bounds::{bounded, within, MAX_SINKS, MAX_TENANTS};
+use super::diag::{Diags, Scope};
+use super::fields::{field, nonempty_string, routing_of, unknown_fields, Env};
 use super::reads::{Ordered, Reads, StoreHeaders};
 use super::sink::{check_sink, SinkCtx};
 use super::{source_id_ok, tenant_ok, Delivery, Routing, Source, DEFAULT_TENANT};
-use crate::dedupe::{self, Dedupe, DEFAULT_TTL_MS};
+use crate::handshake::Handshake;
 use crate::key::KeySource;
-use crate::providers::{EventId, SchemePreset};
-use serde_json::Value;
+use crate::lanes::Lane;
+use crate::providers::SchemePreset;
+use crate::verify::{Mode, Secrets, Verify};
+use serde_json::{Map, Value};
 
 /// What a source's check needs from the top level.
 pub(super) struct SourceCtx<'e> {
-    pub(super) index: usize,
     pub(super) delivery: Delivery,
     pub(super) routing: Routing,
     /// The top-level `affinity` switch.
@@ -23,237 +25,119 @@ pub(super) struct SourceCtx<'e> {
     pub(super) env: Env<'e>,
 }
 
-pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<Source> {
-    let (i, delivery) = (ctx.index, ctx.delivery);
+/// The fields a source takes.
+const SOURCE_FIELDS: &[&str] = &[
+    "id",
+    "tenant",
+    "tenants",
+    "dedupe",
+    "verify",
+    "store_headers",
+    "sinks",
+    "affinity",
+    "handshake",
+    "event_type",
+    "events",
+    "form_json",
+    "routing",
+];
+
+/// Checks source `index` of the list.
+pub(super) fn check_source(
+    ctx: &SourceCtx,
+    index: usize,
+    v: &Value,
+    d: &mut Diags,
+) -> Option<Source> {
     let Some(obj) = v.as_object() else {
-        d.push(&Scope::SourceAt(i), "not_an_object", "must be an object");
+        d.push(
+            &Scope::SourceAt(index),
+            "not_an_object",
+            "must be an object",
+        );
         return None;
     };
-    let id = match obj.get("id") {
-        Some(Value::String(s)) => s.clone(),
-        _ => {
-            d.push(
-                &Scope::SourceAt(i),
-                "missing_id",
-                "id is required and must be a string",
-            );
-            format!("#{i}")
-        }
-    };
+    let id = source_id(obj, index, d);
     let scope = Scope::Source(id.clone());
-    if obj.get("id").is_some_and(Value::is_string) && !source_id_ok(&id) {
+    unknown_fields(obj, SOURCE_FIELDS, &scope, d);
+    let (mut source, ordered) = source_parts(ctx, obj, id, &scope, d);
+    // The checks across its parts, once each part is read.
+    signature_warnings(&source, d);
+    source.handshake = source_handshake(obj, source.verify.as_mut(), &scope, ctx.env, d);
+    stream_reads_body(&source, d);
+    source.affinity = super::affinity::check(
+        field(obj, "affinity"),
+        ctx.affinity,
+        &source.lanes,
+        &ordered,
+        source.dedupe.is_some(),
+        &scope,
+        d,
+    );
+    Some(source)
+}
+
+/// The source's id; without one, errors name it by its place (`#index`).
+fn source_id(obj: &Map<String, Value>, index: usize, d: &mut Diags) -> String {
+    let Some(Value::String(id)) = obj.get("id") else {
         d.push(
-            &scope,
+            &Scope::SourceAt(index),
+            "missing_id",
+            "id is required and must be a string",
+        );
+        return format!("#{index}");
+    };
+    if !source_id_ok(id) {
+        d.push(
+            &Scope::Source(id.clone()),
             "bad_id",
             "id must match [A-Za-z0-9._-]{1,64} and not be \".\" or \"..\"",
         );
     }
-    unknown_fields(
-        obj,
-        &[
-            "id",
-            "tenant",
-            "tenants",
-            "dedupe",
-            "verify",
-            "store_headers",
-            "sinks",
-            "affinity",
-            "handshake",
-            "event_type",
-            "events",
-            "form_json",
-            "routing",
-        ],
-        &scope,
-        d,
-    );
-    let tenant = match field(obj, "tenant") {
-        None => DEFAULT_TENANT.to_owned(),
-        Some(Value::String(t)) if tenant_ok(t) => t.clone(),
-        Some(t) => {
-            d.push(
-                &scope,
-                "bad_tenant",
-                format!("tenant must match [A-Za-z0-9_-]{{1,64}}, got {t}"),
-            );
-            DEFAULT_TENANT.to_owned()
-        }
-    };
+    id.clone()
+}
+
+/// The source's own parts, each checked in its turn, and which of its sinks
+/// are ordered (for affinity). Its handshake and affinity are left to the
+/// checks across its parts.
+fn source_parts(
+    ctx: &SourceCtx,
+    obj: &Map<String, Value>,
+    id: String,
+    scope: &Scope,
+    d: &mut Diags,
+) -> (Source, Ordered) {
+    let tenant = source_tenant(obj, scope, d);
     let mut reads = Reads::default();
     let dedupe = field(obj, "dedupe")
-        .and_then(|v| check_dedupe(v, &Scope::Dedupe(id.clone()), &mut reads, d));
-    let store = check_store_headers(field(obj, "store_headers"), &scope, d);
-    let mut lanes = Vec::new();
-    let mut ordered = Ordered::default();
-    match field(obj, "sinks") {
-        None => {}
-        Some(Value::Array(sinks)) => {
-            if let Err(e) = within("sinks", MAX_SINKS, sinks.len()) {
-                d.issue(&scope, e);
-            }
-            ordered.count = sinks.len();
-            for (index, s) in sinks.iter().enumerate().take(MAX_SINKS) {
-                if s.get("ordered") == Some(&Value::Bool(true)) {
-                    ordered.ordered.push(index);
-                }
-                let ctx = SinkCtx {
-                    id: &id,
-                    index,
-                    delivery,
-                    store: &store,
-                };
-                if let Some(lane) = check_sink(&ctx, s, &mut reads, d) {
-                    lanes.push(lane);
-                }
-            }
-        }
-        Some(_) => d.push(&scope, "not_a_list", "sinks must be a list"),
-    }
-    let routing = routing_of(field(obj, "routing"), &scope, d).unwrap_or(ctx.routing);
-    let mut verify = field(obj, "verify")
-        .and_then(|v| super::verify::check(v, &Scope::Verify(id.clone()), routing, ctx.env, d));
-    let mut tenants = field(obj, "tenants").and_then(|v| check_tenants(v, &scope, routing, d));
-    if let Some(crate::verify::Verify {
-        secrets: crate::verify::Secrets::PerTenant(map),
-        ..
-    }) = &verify
-    {
-        let keyed: Vec<String> = map.iter().map(|(t, _)| t.clone()).collect();
-        if tenants.as_ref().is_some_and(|t| *t != keyed) {
-            d.push(
-                &scope,
-                "tenant_lists_differ",
-                "tenants and per-tenant verify secrets name different tenants: give one of them",
-            );
-        }
-        tenants = Some(keyed);
-    }
-    // A source of its own tenant is reached only as that tenant: a tenant
-    // list without it leaves no route to the source.
-    if let Some(list) = &tenants {
-        if tenant != DEFAULT_TENANT && !list.contains(&tenant) {
-            d.push(
-                &scope,
-                "unreachable",
-                format!(
-                    "tenant {tenant:?} is not among its tenants ({}): no route reaches the source",
-                    list.join(", ")
-                ),
-            );
-        }
-    }
-    // The event type: the source's own, or its preset's (the dedupe
-    // preset's, else the scheme's).
-    let preset = match field(obj, "dedupe") {
-        Some(Value::String(p)) => Some(p.as_str()),
-        Some(Value::Object(o)) => field(o, "preset").and_then(Value::as_str),
-        _ => None,
-    }
-    .or_else(|| {
-        field(obj, "verify")
-            .and_then(|v| v.get("scheme"))
-            .and_then(Value::as_str)
-    });
-    // A streamed signature holds no body: the preset's body type is not
-    // inherited there.
-    let holds_body = verify
-        .as_ref()
-        .is_some_and(|v| v.mode == crate::verify::Mode::Hold)
-        || !reads.paths.is_empty()
-        || !reads.forms.is_empty()
-        || reads.body_hash;
-    let event_type = super::events::event_type(obj, preset, holds_body, &mut reads, &scope, d);
-    let events = field(obj, "events")
-        .and_then(|v| super::events::events(v, event_type.is_some(), &scope, d));
-    let form_json = match field(obj, "form_json") {
-        None => None,
-        Some(Value::String(f)) if !f.is_empty() => Some(f.clone()),
-        Some(other) => {
-            d.push(
-                &scope,
-                "bad_form_json",
-                format!("form_json must be a form field name, got {other}"),
-            );
-            None
-        }
+        .and_then(|v| super::dedupe::check(v, &Scope::Dedupe(id.clone()), &mut reads, d));
+    let store = check_store_headers(field(obj, "store_headers"), scope, d);
+    let sinks = SinkCtx {
+        id: &id,
+        delivery: ctx.delivery,
+        store: &store,
     };
-    // A form-encoded body is told from JSON by its content-type.
-    let content_type = (!reads.forms.is_empty() || form_json.is_some())
-        .then(|| match reads.header("content-type".to_owned()) {
-            KeySource::Header(i) => Some(i),
-            _ => None,
-        })
-        .flatten();
-    if let Some(v) = &verify {
-        unsigned_key_headers(v, dedupe.as_ref(), &lanes, &reads.headers, &id, d);
-        // A type an events rule decides by is trusted as a key is.
-        if let (Some(et), Some(_)) = (&event_type, &events) {
-            unsigned_header(
-                v,
-                et,
-                &reads.headers,
-                Scope::Source(id.clone()),
-                "the event type its events rule reads",
-                d,
-            );
-        }
-        let shared = matches!(v.secrets, crate::verify::Secrets::All(_));
-        if shared && routing.tenant_path() && tenants.is_none() {
-            d.warn(
-                &Scope::Verify(id.clone()),
-                "shared_secrets",
-                "one secret list on a tenant_path route accepts a hook signed for one tenant as any \
-                 other's (a new idempotency key each time): give per-tenant secrets or a tenants list",
-            );
-        }
-    }
-    let handshake = field(obj, "handshake")
-        .and_then(|h| super::handshake::check(h, verify.as_ref(), &scope, ctx.env, d));
-    // The CRC signs any token for anyone: no token-like body verifies.
-    if let (Some(v), Some(crate::handshake::Handshake::Crc { .. })) = (verify.as_mut(), &handshake)
-    {
-        v.refuses_tokens = true;
-    }
-    // A streamed signature never holds the body: nothing may read it.
-    if verify
-        .as_ref()
-        .is_some_and(|v| v.mode == crate::verify::Mode::Stream)
-    {
-        let mut reads_body = Vec::new();
-        if !reads.paths.is_empty() || !reads.forms.is_empty() {
-            reads_body.push("a key reads the body (json or form)");
-        }
-        if reads.body_hash {
-            reads_body.push("a key is the body's sha256");
-        }
-        if handshake.as_ref().is_some_and(|h| !h.on_get()) {
-            reads_body.push("its handshake reads the body");
-        }
-        if verify
-            .as_ref()
-            .is_some_and(|v| v.scheme == crate::verify::Scheme::Preset(SchemePreset::Twilio))
-        {
-            reads_body.push("twilio signs a form's sorted fields, which needs the whole body");
-        }
-        for what in reads_body {
-            d.push(
-                &Scope::Verify(id.clone()),
-                "stream_reads_body",
-                format!("mode \"stream\" never holds the body, but {what}: take the keys from headers, or use mode \"hold\""),
-            );
-        }
-    }
-    let affinity = super::affinity::check(
-        field(obj, "affinity"),
-        ctx.affinity,
-        &lanes,
-        &ordered,
-        dedupe.is_some(),
-        &scope,
+    let (lanes, ordered) = source_sinks(&sinks, field(obj, "sinks"), &mut reads, scope, d);
+    let routing = routing_of(field(obj, "routing"), scope, d).unwrap_or(ctx.routing);
+    let verify = field(obj, "verify")
+        .and_then(|v| super::verify::check(v, &Scope::Verify(id.clone()), routing, ctx.env, d));
+    let tenants = source_tenants(obj, &tenant, verify.as_ref(), routing, scope, d);
+    let holds_body = holds_body(verify.as_ref(), &reads);
+    let preset = inherited_preset(obj);
+    let event_type = super::events::event_type(obj, preset, holds_body, &mut reads, scope, d);
+    let events =
+        field(obj, "events").and_then(|v| super::events::events(v, event_type.is_some(), scope, d));
+    let form_json = nonempty_string(
+        obj,
+        "form_json",
+        "bad_form_json",
+        "a form field name",
+        scope,
         d,
-    );
-    Some(Source {
+    )
+    .map(str::to_owned);
+    let content_type = content_type(&mut reads, form_json.is_some());
+    let source = Source {
         id,
         tenant,
         dedupe,
@@ -267,11 +151,213 @@ pub(super) fn check_source(ctx: &SourceCtx, v: &Value, d: &mut Diags) -> Option<
         hashes_body: reads.body_hash,
         event_type,
         events,
-        handshake,
+        handshake: None,
         tenants,
-        affinity,
+        affinity: None,
         routing,
+    };
+    (source, ordered)
+}
+
+/// The source's own tenant, else the default one.
+fn source_tenant(obj: &Map<String, Value>, scope: &Scope, d: &mut Diags) -> String {
+    match field(obj, "tenant") {
+        None => DEFAULT_TENANT.to_owned(),
+        Some(Value::String(t)) if tenant_ok(t) => t.clone(),
+        Some(t) => {
+            d.push(
+                scope,
+                "bad_tenant",
+                format!("tenant must match [A-Za-z0-9_-]{{1,64}}, got {t}"),
+            );
+            DEFAULT_TENANT.to_owned()
+        }
+    }
+}
+
+/// The source's lanes (its ordered sinks that passed), and which sinks are
+/// ordered, whether or not their lane did.
+fn source_sinks(
+    ctx: &SinkCtx,
+    v: Option<&Value>,
+    reads: &mut Reads,
+    scope: &Scope,
+    d: &mut Diags,
+) -> (Vec<Lane>, Ordered) {
+    let mut lanes = Vec::new();
+    let mut ordered = Ordered::default();
+    let sinks = match v {
+        None => return (lanes, ordered),
+        Some(Value::Array(sinks)) => sinks,
+        Some(_) => {
+            d.push(scope, "not_a_list", "sinks must be a list");
+            return (lanes, ordered);
+        }
+    };
+    ordered.count = sinks.len();
+    for (index, s) in bounded(sinks, "sinks", MAX_SINKS, scope, d)
+        .iter()
+        .enumerate()
+    {
+        if s.get("ordered") == Some(&Value::Bool(true)) {
+            ordered.ordered.push(index);
+        }
+        if let Some(lane) = check_sink(ctx, index, s, reads, d) {
+            lanes.push(lane);
+        }
+    }
+    (lanes, ordered)
+}
+
+/// The tenants a source accepts: its `tenants`, or its per-tenant secrets'
+/// (which must then name the same); and its own tenant must be among them.
+fn source_tenants(
+    obj: &Map<String, Value>,
+    tenant: &str,
+    verify: Option<&Verify>,
+    routing: Routing,
+    scope: &Scope,
+    d: &mut Diags,
+) -> Option<Vec<String>> {
+    let mut tenants = field(obj, "tenants").and_then(|v| check_tenants(v, scope, routing, d));
+    if let Some(Verify {
+        secrets: Secrets::PerTenant(map),
+        ..
+    }) = verify
+    {
+        let keyed: Vec<String> = map.iter().map(|(t, _)| t.clone()).collect();
+        if tenants.as_ref().is_some_and(|t| *t != keyed) {
+            d.push(
+                scope,
+                "tenant_lists_differ",
+                "tenants and per-tenant verify secrets name different tenants: give one of them",
+            );
+        }
+        tenants = Some(keyed);
+    }
+    // A source of its own tenant is reached only as that tenant: a tenant
+    // list without it leaves no route to the source.
+    if let Some(list) = &tenants {
+        if tenant != DEFAULT_TENANT && !list.iter().any(|t| t == tenant) {
+            d.push(
+                scope,
+                "unreachable",
+                format!(
+                    "tenant {tenant:?} is not among its tenants ({}): no route reaches the source",
+                    list.join(", ")
+                ),
+            );
+        }
+    }
+    tenants
+}
+
+/// The preset whose event type a source inherits: its dedupe preset's,
+/// else its signature scheme's.
+fn inherited_preset(obj: &Map<String, Value>) -> Option<&str> {
+    match field(obj, "dedupe") {
+        Some(Value::String(p)) => Some(p.as_str()),
+        Some(Value::Object(o)) => field(o, "preset").and_then(Value::as_str),
+        _ => None,
+    }
+    .or_else(|| {
+        field(obj, "verify")
+            .and_then(|v| v.get("scheme"))
+            .and_then(Value::as_str)
     })
+}
+
+/// Whether the source holds its body anyway: a held signature, or a key
+/// that reads it. A streamed signature holds no body: the preset's body
+/// type is not inherited there.
+fn holds_body(verify: Option<&Verify>, reads: &Reads) -> bool {
+    verify.is_some_and(|v| v.mode == Mode::Hold)
+        || !reads.paths.is_empty()
+        || !reads.forms.is_empty()
+        || reads.body_hash
+}
+
+/// A form-encoded body is told from JSON by its content-type: that
+/// header's place among those read, where the body may be a form.
+fn content_type(reads: &mut Reads, form_json: bool) -> Option<usize> {
+    if reads.forms.is_empty() && !form_json {
+        return None;
+    }
+    match reads.header("content-type".to_owned()) {
+        KeySource::Header(i) => Some(i),
+        _ => None,
+    }
+}
+
+/// What the source trusts that its signature does not cover: headers its
+/// keys and its events rule read, and one secret list for every tenant.
+fn signature_warnings(s: &Source, d: &mut Diags) {
+    let Some(v) = &s.verify else { return };
+    unsigned_key_headers(v, s, d);
+    // A type an events rule decides by is trusted as a key is.
+    if let (Some(et), Some(_)) = (&s.event_type, &s.events) {
+        unsigned_header(
+            v,
+            et,
+            &s.headers,
+            Scope::Source(s.id.clone()),
+            "the event type its events rule reads",
+            d,
+        );
+    }
+    let shared = matches!(v.secrets, Secrets::All(_));
+    if shared && s.routing.tenant_path() && s.tenants.is_none() {
+        d.warn(
+            &Scope::Verify(s.id.clone()),
+            "shared_secrets",
+            "one secret list on a tenant_path route accepts a hook signed for one tenant as any \
+             other's (a new idempotency key each time): give per-tenant secrets or a tenants list",
+        );
+    }
+}
+
+/// The source's handshake, checked against its signature.
+fn source_handshake(
+    obj: &Map<String, Value>,
+    verify: Option<&mut Verify>,
+    scope: &Scope,
+    env: Env,
+    d: &mut Diags,
+) -> Option<Handshake> {
+    let handshake = field(obj, "handshake")
+        .and_then(|h| super::handshake::check(h, verify.as_deref(), scope, env, d));
+    // The CRC signs any token for anyone: no token-like body verifies.
+    if let (Some(v), Some(Handshake::Crc { .. })) = (verify, &handshake) {
+        v.refuses_tokens = true;
+    }
+    handshake
+}
+
+/// A streamed signature never holds the body: nothing may read it.
+fn stream_reads_body(s: &Source, d: &mut Diags) {
+    let Some(v) = s.verify.as_ref().filter(|v| v.mode == Mode::Stream) else {
+        return;
+    };
+    let mut reads_body = Vec::new();
+    if !s.paths.is_empty() || !s.forms.is_empty() {
+        reads_body.push("a key reads the body (json or form)");
+    }
+    if s.hashes_body {
+        reads_body.push("a key is the body's sha256");
+    }
+    if s.handshake.as_ref().is_some_and(|h| !h.on_get()) {
+        reads_body.push("its handshake reads the body");
+    }
+    if v.scheme == crate::verify::Scheme::Preset(SchemePreset::Twilio) {
+        reads_body.push("twilio signs a form's sorted fields, which needs the whole body");
+    }
+    for what in reads_body {
+        d.push(
+            &Scope::Verify(s.id.clone()),
+            "stream_reads_body",
+            format!("mode \"stream\" never holds the body, but {what}: take the keys from headers, or use mode \"hold\""),
+        );
+    }
 }
 
 /// A tenant allow-list: only on a `tenant_path` route.
@@ -350,98 +436,19 @@ pub(super) fn check_store_headers(v: Option<&Value>, scope: &Scope, d: &mut Diag
     }
 }
 
-pub(super) fn check_dedupe(
-    v: &Value,
-    scope: &Scope,
-    reads: &mut Reads,
-    d: &mut Diags,
-) -> Option<Dedupe> {
-    let ctx = KeyCtx {
-        integers: true,
-        header_ok: &|_| Ok(()),
-    };
-    let (key, ttl_ms) = match v {
-        Value::String(p) => (preset(p, reads).map_err(Issues::from), DEFAULT_TTL_MS),
-        Value::Object(o) => {
-            let mut ttl_ms = DEFAULT_TTL_MS;
-            if let Some(t) = field(o, "ttl_ms") {
-                match t.as_u64() {
-                    Some(n) if n > 0 => ttl_ms = n,
-                    _ => d.push(
-                        scope,
-                        "bad_ttl",
-                        format!("ttl_ms must be a positive integer, got {t}"),
-                    ),
-                }
-            }
-            let key = match field(o, "preset") {
-                Some(Value::String(_))
-                    if o.keys().any(|k| super::keys::KINDS.contains(&k.as_str())) =>
-                {
-                    Err(Issue::new("bad_dedupe", "takes a preset or a key, not both").into())
-                }
-                Some(Value::String(p)) => {
-                    unknown_fields(o, &["preset", "ttl_ms"], scope, d);
-                    preset(p, reads).map_err(Issues::from)
-                }
-                Some(other) => Err(Issue::new(
-                    "bad_dedupe",
-                    format!("preset must be a string, got {other}"),
-                )
-                .into()),
-                None if o.keys().all(|k| k == "ttl_ms") => Err(Issue::new(
-                    "bad_dedupe",
-                    format!("needs a preset or a key: {}", super::keys::FORMS),
-                )
-                .into()),
-                None => {
-                    let mut warned = Vec::new();
-                    let k = super::keys::expr(o, &["ttl_ms"], &ctx, reads, &mut warned);
-                    for w in warned {
-                        d.warn(scope, "never_matches", w);
-                    }
-                    k
-                }
-            };
-            (key, ttl_ms)
-        }
-        _ => (
-            Err(Issue::new("bad_dedupe", "must be a preset name or an object").into()),
-            DEFAULT_TTL_MS,
-        ),
-    };
-    match key {
-        Ok(k) => Some(Dedupe::new(k, ttl_ms)),
-        Err(Issues(problems)) => {
-            for e in problems {
-                d.issue(scope, e);
-            }
-            None
-        }
-    }
-}
-
-/// A dedupe preset's key.
 /// Warns of each key a verified source reads from a header its signature
 /// does not cover: a captured delivery replays, verified, with any value of
 /// it (a fresh dedupe key each time, or a chosen lane).
-fn unsigned_key_headers(
-    v: &crate::verify::Verify,
-    dedupe: Option<&Dedupe>,
-    lanes: &[crate::lanes::Lane],
-    headers: &[String],
-    id: &str,
-    d: &mut Diags,
-) {
+fn unsigned_key_headers(v: &Verify, s: &Source, d: &mut Diags) {
     let mut warn =
-        |k: &KeySource, scope: Scope, what: &str| unsigned_header(v, k, headers, scope, what, d);
-    if let Some(dd) = dedupe {
-        warn(&dd.key, Scope::Dedupe(id.to_owned()), "the dedupe key");
+        |k: &KeySource, scope: Scope, what: &str| unsigned_header(v, k, &s.headers, scope, what, d);
+    if let Some(dd) = &s.dedupe {
+        warn(&dd.key, Scope::Dedupe(s.id.clone()), "the dedupe key");
     }
-    for lane in lanes {
+    for lane in &s.lanes {
         if let Some(k) = &lane.key {
             let scope = Scope::Sink {
-                source: id.to_owned(),
+                source: s.id.clone(),
                 index: usize::from(lane.sink),
                 kind: None,
             };
@@ -452,7 +459,7 @@ fn unsigned_key_headers(
 
 /// Warns of each header `k` reads that `v`'s signature does not cover.
 fn unsigned_header(
-    v: &crate::verify::Verify,
+    v: &Verify,
     k: &KeySource,
     headers: &[String],
     scope: Scope,
@@ -472,28 +479,5 @@ fn unsigned_header(
                 ),
             );
         }
-    }
-}
-
-pub(super) fn preset(p: &str, reads: &mut Reads) -> Result<KeySource, Issue> {
-    match dedupe::preset(p) {
-        Some(EventId::Headers(hs)) => {
-            let mut alts: Vec<KeySource> =
-                hs.iter().map(|h| reads.header((*h).to_owned())).collect();
-            Ok(if alts.len() == 1 {
-                alts.remove(0)
-            } else {
-                KeySource::First(alts)
-            })
-        }
-        Some(EventId::Json(j)) => Ok(reads.path(j.split('.').map(str::to_owned).collect(), true)),
-        None => Err(Issue::new(
-            "unknown_preset",
-            format!(
-                "unknown preset {p:?}{} (known: {})",
-                super::fields::did_you_mean(p, &dedupe::names()),
-                dedupe::names().join(", ")
-            ),
-        )),
     }
 }

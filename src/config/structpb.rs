@@ -125,19 +125,34 @@ fn strukt(b: &[u8], base: usize, depth: usize) -> Result<Value, Error> {
     if depth > MAX_DEPTH {
         return Err(too_deep(base));
     }
-    let mut r = Reader::new(b, base);
     let mut map = Map::new();
+    repeated(b, base, |entry, start| {
+        let (k, v) = map_entry(entry, start, depth)?;
+        map.insert(k, v);
+        Ok(())
+    })?;
+    Ok(Value::Object(map))
+}
+
+/// Hands each field 1 of a message (a Struct's map entries, a ListValue's
+/// values: both repeated, length-delimited), with where its bytes start in
+/// the whole buffer, to `each`; any other field is skipped.
+fn repeated(
+    b: &[u8],
+    base: usize,
+    mut each: impl FnMut(&[u8], usize) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut r = Reader::new(b, base);
     while !r.done() {
         let (field, wire) = r.tag()?;
         if (field, wire) != (1, 2) {
             r.skip(wire)?;
             continue;
         }
-        let (entry, start) = r.len_delimited()?;
-        let (k, v) = map_entry(entry, start, depth)?;
-        map.insert(k, v);
+        let (raw, start) = r.len_delimited()?;
+        each(raw, start)?;
     }
-    Ok(Value::Object(map))
+    Ok(())
 }
 
 fn map_entry(b: &[u8], base: usize, depth: usize) -> Result<(String, Value), Error> {
@@ -202,17 +217,11 @@ fn val(b: &[u8], base: usize, depth: usize) -> Result<Value, Error> {
 }
 
 fn list(b: &[u8], base: usize, depth: usize) -> Result<Value, Error> {
-    let mut r = Reader::new(b, base);
     let mut items = Vec::new();
-    while !r.done() {
-        let (field, wire) = r.tag()?;
-        if (field, wire) != (1, 2) {
-            r.skip(wire)?;
-            continue;
-        }
-        let (raw, start) = r.len_delimited()?;
+    repeated(b, base, |raw, start| {
         items.push(val(raw, start, depth + 1)?);
-    }
+        Ok(())
+    })?;
     Ok(Value::Array(items))
 }
 

@@ -4,14 +4,14 @@
 //! source (`source`), its sinks (`sink`), keys (`keys`), signature
 //! (`verify`) and affinity (`affinity`).
 
-use super::bounds::{within, MAX_PREFIX_SEGMENTS, MAX_SOURCES};
+use super::bounds::{bounded, within, MAX_PREFIX_SEGMENTS, MAX_SOURCES};
 use super::diag::{Diag, Diags, Scope};
-use super::fields::{choice, count, field, routing_of, unknown_fields, Env};
+use super::fields::{choice, count, field, flag, routing_of, unknown_fields, Env};
 use super::source::{check_source, SourceCtx};
-use super::{Config, Delivery, Routing};
+use super::{Config, Delivery, Routing, Source};
 use crate::budget::PEAK_FACTOR;
 use crate::path;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 
 pub(super) const DEFAULT_MAX_JSON_BYTES: u64 = 1_048_576;
@@ -48,6 +48,15 @@ pub fn check(v: &Value, env: Env) -> (Option<Config>, Vec<Diag>, Vec<Diag>) {
     (config, errors, warnings)
 }
 
+/// The limits every request is held to, as the top level sets them.
+struct Limits {
+    max_json_bytes: u64,
+    max_held_bytes: u64,
+    max_hold_ms: u64,
+    slow_body_ms: u64,
+    max_stream_ms: u64,
+}
+
 pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     let Some(obj) = v.as_object() else {
         d.push(&Scope::Config, "not_an_object", "must be a JSON object");
@@ -55,7 +64,44 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     };
     unknown_fields(obj, TOP_LEVEL, &Scope::Config, d);
     let routing = routing_of(field(obj, "routing"), &Scope::Config, d).unwrap_or(Routing::Path);
-    let prefix = match field(obj, "prefix").map(Value::as_str) {
+    let prefix = top_prefix(obj, d);
+    let prefix_view = prefix.iter().map(|s| s.to_ascii_lowercase()).collect();
+    let limits = top_limits(obj, d);
+    let delivery = choice(
+        obj,
+        "delivery",
+        &[("queued", Delivery::Queued), ("direct", Delivery::Direct)],
+        d,
+    );
+    let affinity = flag(obj, "affinity", &Scope::Config, d);
+    let seal = field(obj, "seal").and_then(|v| check_seal(v, env, d));
+    let ctx = SourceCtx {
+        delivery,
+        routing,
+        affinity,
+        env,
+    };
+    let (sources, places) = top_sources(obj, &ctx, d);
+    let by_id = top_ids(&sources, &places, d);
+    Some(Config {
+        routing,
+        prefix,
+        prefix_view,
+        max_json_bytes: usize::try_from(limits.max_json_bytes).unwrap_or(usize::MAX),
+        max_held_bytes: usize::try_from(limits.max_held_bytes).unwrap_or(usize::MAX),
+        max_hold_ms: limits.max_hold_ms,
+        slow_body_ms: limits.slow_body_ms,
+        max_stream_ms: limits.max_stream_ms,
+        seal,
+        delivery,
+        sources,
+        by_id,
+    })
+}
+
+/// The route prefix's segments: `/webhooks` unless it names another.
+fn top_prefix(obj: &Map<String, Value>, d: &mut Diags) -> Vec<String> {
+    match field(obj, "prefix").map(Value::as_str) {
         None => vec!["webhooks".to_owned()],
         Some(Some(p)) if prefix_ok(p) => {
             let segs = segments(p);
@@ -74,8 +120,12 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
             );
             Vec::new()
         }
-    };
-    let prefix_view = prefix.iter().map(|s| s.to_ascii_lowercase()).collect();
+    }
+}
+
+/// The body and time limits, each checked against those it depends on
+/// as it is read (a default follows the limit it may not pass).
+fn top_limits(obj: &Map<String, Value>, d: &mut Diags) -> Limits {
     let max_json_bytes = count(obj, "max_json_bytes", DEFAULT_MAX_JSON_BYTES, d);
     let max_held_bytes = count(obj, "max_held_bytes", DEFAULT_MAX_HELD_BYTES, d);
     if max_held_bytes < PEAK_FACTOR * max_json_bytes {
@@ -113,50 +163,50 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
             format!("max_stream_ms ({max_stream_ms}) must be at least max_hold_ms ({max_hold_ms})"),
         );
     }
-    let delivery = choice(
-        obj,
-        "delivery",
-        &[("queued", Delivery::Queued), ("direct", Delivery::Direct)],
-        d,
-    );
-    let affinity = match field(obj, "affinity") {
-        None => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            d.push(
-                &Scope::Config,
-                "not_a_bool",
-                format!("affinity must be true or false, got {other}"),
-            );
-            false
-        }
-    };
-    let seal = field(obj, "seal").and_then(|v| check_seal(v, env, d));
+    Limits {
+        max_json_bytes,
+        max_held_bytes,
+        max_hold_ms,
+        slow_body_ms,
+        max_stream_ms,
+    }
+}
+
+/// The sources that could be checked, and each one's place in the list
+/// (for errors that name two).
+fn top_sources(
+    obj: &Map<String, Value>,
+    ctx: &SourceCtx,
+    d: &mut Diags,
+) -> (Vec<Source>, Vec<usize>) {
     let mut sources = Vec::new();
-    // Each checked source's place in the list, for errors that name two.
     let mut places = Vec::new();
-    match obj.get("sources").map(Value::as_array) {
-        None => d.push(&Scope::Config, "missing_sources", "sources is required"),
-        Some(None) => d.push(&Scope::Config, "not_a_list", "sources must be a list"),
-        Some(Some(list)) => {
-            if let Err(e) = within("sources", MAX_SOURCES, list.len()) {
-                d.issue(&Scope::Config, e);
-            }
-            for (i, s) in list.iter().enumerate().take(MAX_SOURCES) {
-                let ctx = SourceCtx {
-                    index: i,
-                    delivery,
-                    routing,
-                    affinity,
-                    env,
-                };
-                if let Some(src) = check_source(&ctx, s, d) {
-                    sources.push(src);
-                    places.push(i);
-                }
-            }
+    let list = match obj.get("sources").map(Value::as_array) {
+        None => {
+            d.push(&Scope::Config, "missing_sources", "sources is required");
+            return (sources, places);
+        }
+        Some(None) => {
+            d.push(&Scope::Config, "not_a_list", "sources must be a list");
+            return (sources, places);
+        }
+        Some(Some(list)) => list,
+    };
+    for (i, s) in bounded(list, "sources", MAX_SOURCES, &Scope::Config, d)
+        .iter()
+        .enumerate()
+    {
+        if let Some(src) = check_source(ctx, i, s, d) {
+            sources.push(src);
+            places.push(i);
         }
     }
+    (sources, places)
+}
+
+/// Each source's index by id; a second source of an id is an error that
+/// names both places.
+fn top_ids(sources: &[Source], places: &[usize], d: &mut Diags) -> HashMap<String, usize> {
     let mut by_id = HashMap::new();
     for (i, s) in sources.iter().enumerate() {
         if let Some(first) = by_id.insert(s.id.clone(), i) {
@@ -172,20 +222,7 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
             by_id.insert(s.id.clone(), first);
         }
     }
-    Some(Config {
-        routing,
-        prefix,
-        prefix_view,
-        max_json_bytes: usize::try_from(max_json_bytes).unwrap_or(usize::MAX),
-        max_held_bytes: usize::try_from(max_held_bytes).unwrap_or(usize::MAX),
-        max_hold_ms,
-        slow_body_ms,
-        max_stream_ms,
-        seal,
-        delivery,
-        sources,
-        by_id,
-    })
+    by_id
 }
 
 /// The stamp seal's keys: `{"keys": [{"env": NAME}, ...]}`, the first the
