@@ -69,18 +69,21 @@ class Lds:
     """lds.json in a folder Envoy watches, written the way a control plane's
     file source is: a whole new file renamed over the old one."""
 
-    def __init__(self, build, port, upstream_port):
+    def __init__(self, build, port, upstream_port, listeners=None):
+        """`listeners(n)`: push n's listeners, {name: (port, plugin
+        configuration)} (default: `hooks` on `port`, with `config(n)`)."""
         self.build, self.port, self.upstream_port = build, port, upstream_port
+        self.listeners = listeners or (lambda n: {"hooks": (port, config(n))})
         self.dir = tempfile.mkdtemp(prefix="hookstamp-lds-")
         self.path = os.path.join(self.dir, "lds.json")
 
     def push(self, n):
-        boot = self.build.bootstrap({"hooks": (self.port, config(n))}, self.upstream_port, admin_port=1)
-        listener = dict(boot["static_resources"]["listeners"][0],
-                        **{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener"})
+        boot = self.build.bootstrap(self.listeners(n), self.upstream_port, admin_port=1)
+        listeners = [dict(listener, **{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener"})
+                     for listener in boot["static_resources"]["listeners"]]
         tmp = os.path.join(self.dir, f".lds-{n}.json")
         with open(tmp, "w") as f:
-            json.dump({"version_info": str(n), "resources": [listener]}, f)
+            json.dump({"version_info": str(n), "resources": listeners}, f)
         os.rename(tmp, self.path)
 
 
