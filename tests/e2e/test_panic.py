@@ -14,7 +14,6 @@ up and stamps the next hooks 2xx; the tick still answers a stalled body
 panic's message (the module's panic hook) and the barrier's line."""
 
 import json
-import os
 import re
 import time
 import uuid
@@ -24,7 +23,6 @@ import pytest
 import proxy
 import test_envoy as te
 import test_reload
-import upstream
 from cases import ROOT
 
 # A header source (the dedupe key is GitHub's delivery header) and a body
@@ -48,18 +46,6 @@ HOOKS = ["filter_new", "request_headers", "request_body", "request_trailers", "s
 
 def test_every_probed_hook_is_tested():
     assert sorted(HOOKS) == probed_hooks()
-
-
-@pytest.fixture(scope="module")
-def so():
-    return proxy.Build("so")
-
-
-@pytest.fixture(scope="module")
-def up():
-    u = upstream.start()
-    yield u
-    u.shutdown()
 
 
 def header_hook(port, up):
@@ -146,26 +132,21 @@ def test_a_panic_in_a_stream_hook_answers_its_request_and_envoy_goes_on(so, up, 
 
 
 class KeptLoaded(test_reload.Lds):
-    """test_reload's LDS, each push's listener `hooks` (its configuration
-    new each time) loading the module with do_not_close: Envoy unloads a
-    module that no configuration holds (after a refused one, say) and
-    loads it anew for the next, which starts with none of the old one's
-    state (its probe armed again, its panics not counted yet)."""
+    """test_reload's LDS, its listener `hooks` (a configuration new each
+    push) loading the module with do_not_close: Envoy unloads a module
+    that no configuration holds (after a refused one, say), and one loaded
+    anew has none of the old one's state (its probe armed again, the
+    panics it caught not counted)."""
 
     def __init__(self, so, port, upstream_port):
         super().__init__(so, port, upstream_port, lambda n: {"hooks": (port, dict(CONFIG, max_hold_ms=HOLD_MS + n))})
 
-    def push(self, n):
-        super().push(n)
-        with open(self.path) as f:
-            update = json.load(f)
-        for listener in update["resources"]:
+    def resources(self, n):
+        listeners = super().resources(n)
+        for listener in listeners:
             hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
             hcm["http_filters"][0]["typed_config"]["dynamic_module_config"]["do_not_close"] = True
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(update, f)
-        os.rename(tmp, self.path)
+        return listeners
 
 
 def lds_envoy(so, up, hook):
@@ -174,11 +155,7 @@ def lds_envoy(so, up, hook):
     port = proxy.free_port()
     lds = KeptLoaded(so, port, up.server_address[1])
     lds.push(0)
-    boot = so.bootstrap({}, up.server_address[1])
-    boot["node"] = {"id": "hookstamp-panic", "cluster": "hookstamp"}
-    boot["dynamic_resources"] = {"lds_config": {"path_config_source": {"path": lds.path},
-                                                "resource_api_version": "V3"}}
-    e = so.envoy(boot, env={"HOOKSTAMP_PANIC_PROBE": hook}, args=test_reload.ENVOY_ARGS)
+    e = so.envoy(lds.bootstrap("hookstamp-panic"), env={"HOOKSTAMP_PANIC_PROBE": hook}, args=test_reload.ENVOY_ARGS)
     assert e.proc.poll() is None, e.log_text()[-3000:]
     return e, lds, port
 

@@ -107,13 +107,9 @@ def test_every_408_is_counted_across_pushes_of_the_configuration(build):
     port = proxy.free_port()
     lds = test_reload.Lds(build, port, up.server_address[1], lambda n: pushed(n, port))
     lds.push(0)
-    boot = build.bootstrap({}, up.server_address[1])
-    boot["node"] = {"id": "hookstamp-counts", "cluster": "hookstamp"}
-    boot["dynamic_resources"] = {"lds_config": {"path_config_source": {"path": lds.path},
-                                                "resource_api_version": "V3"}}
     # The replaced filter chains drain for longer than the test: their
     # requests are answered by the tick, not closed by the drain.
-    e = build.envoy(boot, concurrency=2, args=("--drain-time-s", "60"))
+    e = build.envoy(lds.bootstrap("hookstamp-counts"), concurrency=2, args=("--drain-time-s", "60"))
     socks = []
     try:
         assert e.proc.poll() is None, e.log_text()[-3000:]
