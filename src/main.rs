@@ -25,9 +25,15 @@ const CHECK_HELP: &str =
        input): every hookstamp configuration in it is checked, named by where
        it was found. Exits 0 with a one-line summary each (and its warnings,
        on stderr), or 1 with every config error and every warning, one a line
-       (on stderr); --strict makes a warning fail too. A WasmPlugin, a filter
-       without allow_on_headers_stop_iteration, or --deployment wasmplugin
-       also refuses sources that read the body.";
+       (on stderr). A WasmPlugin or a filter without
+       allow_on_headers_stop_iteration also refuses sources that read the body.
+       The options, before or after FILE:
+       --deployment envoy|wasmplugin  where the filter runs: wasmplugin refuses
+                      sources that read the body, as for a WasmPlugin (default: envoy)
+       --env values|names  values (the default): each secret's variable read from
+                      the environment and the VM's key_values; names: only checked
+                      to be passed to the VM, no value read (CI)
+       --strict       a warning fails too";
 
 const STAMP_HELP: &str = "stamp  FILE is any file check reads; where it holds several configurations,
        --config N (1-based, as check lists them) or --config TEXT (part of
@@ -237,11 +243,17 @@ fn load(path: &OsString, select: Option<&str>) -> Result<Loaded, String> {
         .map_err(|errs| errs.join("\n"))
 }
 
-fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
+/// `check`'s options and its FILE.
+struct CheckArgs {
+    path: OsString,
+    wasmplugin: bool,
+    strict: bool,
+    mode: EnvMode,
+}
+
+fn check_args(p: &mut lexopt::Parser) -> Result<CheckArgs, String> {
     let mut path = None;
-    let mut wasmplugin = false;
-    let mut strict = false;
-    let mut mode = EnvMode::Values;
+    let (mut wasmplugin, mut strict, mut mode) = (false, false, EnvMode::Values);
     while let Some(arg) = p.next().map_err(|e| e.to_string())? {
         match arg {
             Long("deployment") => {
@@ -265,7 +277,17 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         }
     }
     let path = path.ok_or_else(|| usage("FILE"))?;
-    let (name, found) = match configs(&path) {
+    Ok(CheckArgs {
+        path,
+        wasmplugin,
+        strict,
+        mode,
+    })
+}
+
+fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
+    let args = check_args(p)?;
+    let (name, found) = match configs(&args.path) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("{e}");
@@ -280,54 +302,62 @@ fn check(p: &mut lexopt::Parser) -> Result<ExitCode, String> {
         } else {
             String::new()
         };
-        let (result, mut warnings) = config::load_reporting(&config_text(f), &env_of(f, mode));
-        // The buffer-limit warning is for a filter that cannot see its
-        // listener: where the file shows a listener limit that holds
-        // max_json_bytes, it does not apply.
-        if let Ok(l) = &result {
-            let max = l.config.max_json_bytes as u64;
-            if f.buffer_limit.is_some_and(|b| b >= max) {
-                warnings.retain(|w| !w.contains(config::BUFFER_LIMIT_WARNING));
-            }
-        }
-        // Warnings are said beside the errors too, never hidden by them.
-        for w in &warnings {
-            eprintln!("{prefix}warning: {w}");
-        }
-        failed |= strict && !warnings.is_empty();
-        let mut errs = unpassed(f);
-        match result {
-            Ok(l) if wasmplugin || !f.holds_headers => errs.extend(body_sources(&l)),
-            Ok(l) => {
-                for name in f.inline_secrets() {
-                    let w = format!(
-                        "the secret variable {name} is given inline in the filter's \
-                         vm_config key_values: Envoy's /config_dump and its debug log show it; give it \
-                         through host_env_keys (Envoy's own environment) instead"
-                    );
-                    eprintln!("{prefix}warning: {w}");
-                    failed |= strict;
-                }
-                if errs.is_empty() {
-                    println!("{prefix}{}{}", l.config.summary(), mode_note(mode));
-                    continue;
-                }
-            }
-            Err(e) => errs.extend(e),
-        }
-        if errs.is_empty() {
-            println!(
-                "{prefix}ok for a deployment that cannot hold headers for a body (a WasmPlugin, Envoy Gateway){}",
-                mode_note(mode)
-            );
-            continue;
-        }
-        failed = true;
-        for e in errs {
-            eprintln!("{prefix}{e}");
-        }
+        failed |= check_one(f, &prefix, &args);
     }
     Ok(ExitCode::from(u8::from(failed)))
+}
+
+/// Checks one found configuration, saying its summary (stdout) or its
+/// errors, and its warnings (stderr); whether it fails.
+fn check_one(f: &Located, prefix: &str, args: &CheckArgs) -> bool {
+    let (result, mut warnings) = config::load_reporting(&config_text(f), &env_of(f, args.mode));
+    // The buffer-limit warning is for a filter that cannot see its
+    // listener: where the file shows a listener limit that holds
+    // max_json_bytes, it does not apply.
+    let max = match &result {
+        Ok(l) => Some(l.config.max_json_bytes as u64),
+        Err(_) => stated_max_json_bytes(f),
+    };
+    if f.buffer_limit.zip(max).is_some_and(|(b, max)| b >= max) {
+        warnings.retain(|w| !w.contains(config::BUFFER_LIMIT_WARNING));
+    }
+    let mut errs = unpassed(f);
+    match &result {
+        Ok(l) if args.wasmplugin || !f.holds_headers => errs.extend(body_sources(l)),
+        Ok(_) => warnings.extend(f.inline_secrets().into_iter().map(|name| {
+            format!(
+                "the secret variable {name} is given inline in the filter's \
+                 vm_config key_values: Envoy's /config_dump and its debug log show it; give it \
+                 through host_env_keys (Envoy's own environment) instead"
+            )
+        })),
+        Err(e) => errs.extend(e.iter().cloned()),
+    }
+    // Warnings are said beside the errors too, never hidden by them.
+    for w in &warnings {
+        eprintln!("{prefix}warning: {w}");
+    }
+    for e in &errs {
+        eprintln!("{prefix}{e}");
+    }
+    match result {
+        Ok(l) if errs.is_empty() && f.holds_headers && !args.wasmplugin => {
+            println!("{prefix}{}{}", l.config.summary(), mode_note(args.mode));
+        }
+        Ok(_) if errs.is_empty() => println!(
+            "{prefix}ok for a deployment that cannot hold headers for a body (a WasmPlugin, Envoy Gateway){}",
+            mode_note(args.mode)
+        ),
+        _ => {}
+    }
+    !errs.is_empty() || (args.strict && !warnings.is_empty())
+}
+
+/// The max_json_bytes a configuration that does not load states, if it
+/// states one: what the buffer-limit warning was said for.
+fn stated_max_json_bytes(f: &Located) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(&config_text(f)).ok()?;
+    v.get("max_json_bytes")?.as_u64()
 }
 
 /// Which mode ran, said after each summary.

@@ -18,6 +18,10 @@ pub struct Metrics {
     pub spoofed_unrouted: Id,
     pub spoofed_trailers: Id,
     pub internal_errors: Id,
+    /// Panics its adapter caught and answered (the dynamic module's
+    /// barrier: `define_panics`); `None` in the .wasm, where a panic fails
+    /// the VM and Envoy's failure policy answers.
+    pub panics: Id,
     pub sources: Vec<SourceMetrics>,
     /// Each gauge and its value (fixed by the configuration).
     gauges: Vec<(u32, u64)>,
@@ -183,9 +187,16 @@ impl Metrics {
             spoofed_unrouted: counter(host, "hookstamp_spoofed_headers_stripped_unrouted_total"),
             spoofed_trailers: counter(host, "hookstamp_spoofed_trailers_stripped_total"),
             internal_errors: counter(host, "hookstamp_internal_errors_total"),
+            panics: None,
             sources,
             gauges,
         }
+    }
+
+    /// Defines the counter of caught panics, for an adapter that catches
+    /// them (the dynamic module).
+    pub fn define_panics(&mut self, host: &mut impl ConfigHost) {
+        self.panics = define(host, MetricKind::Counter, "hookstamp_panics_total");
     }
 
     /// Sets every gauge to its value, which is fixed by the configuration;

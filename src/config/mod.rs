@@ -354,23 +354,32 @@ fn load_value(
     checked(value, env).0
 }
 
-/// The loaded configuration or every error, and every warning.
+/// The loaded configuration or every error, and every warning: those of
+/// what checked too where something else is in error (a source whose
+/// dedupe is in error is not said to have none).
 fn checked(
     value: &serde_json::Value,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (Result<Loaded, Vec<String>>, Vec<String>) {
     let (config, diags, warned) = top::check(value, env);
     let mut warnings: Vec<String> = warned.iter().map(Diag::to_string).collect();
+    if let Some(config) = &config {
+        let bad_dedupe = |id: &str| {
+            diags
+                .iter()
+                .any(|d| d.scope == Scope::Dedupe(id.to_owned()))
+        };
+        warnings.extend(config.undeduped().filter(|s| !bad_dedupe(&s.id)).map(|s| {
+            format!(
+                "source '{}' has no dedupe: a provider's retry of it is indistinguishable from a new event",
+                s.id
+            )
+        }));
+        warnings.extend(buffer_limit_warning(config));
+        warnings.extend(github_limit_warnings(config));
+    }
     match config {
         Some(config) if diags.is_empty() => {
-            warnings.extend(config.undeduped().map(|s| {
-                format!(
-                    "source '{}' has no dedupe: a provider's retry of it is indistinguishable from a new event",
-                    s.id
-                )
-            }));
-            warnings.extend(buffer_limit_warning(&config));
-            warnings.extend(github_limit_warnings(&config));
             let loaded = Loaded {
                 config,
                 warnings: warnings.clone(),

@@ -17,8 +17,9 @@
 //! - headers are read in place, as views into Envoy's map.
 //!
 //! Every export is a thin shim behind `barrier`, which catches a panic:
-//! on a request's path the stream is answered 500 and counted, and Envoy
-//! goes on (the module is built to unwind: `profile.dynmod`).
+//! on a request's path the stream is answered 500, every panic is counted
+//! (`hookstamp_panics_total`), and Envoy goes on (the module is built to
+//! unwind: `profile.dynmod`).
 
 mod abi;
 mod envoy;
@@ -27,10 +28,12 @@ mod worker;
 
 use crate::host::{DataStatus, HeadersStatus, Level};
 use crate::lifecycle::{Plugin, Request};
+use crate::metrics::bump;
 use abi::{EnvoyBuffer, EnvoyHeader, FilterEnvoyPtr};
 use envoy::{data_status, headers_status, log, Envoy, Loader};
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The `filter_name` this module answers to.
@@ -41,12 +44,19 @@ struct Filter {
     request: Request<FilterEnvoyPtr>,
 }
 
-/// Runs an export's body; a panic is caught and logged (the panic hook
-/// logged its message), and `None` returned.
+/// Panics caught and not counted yet. A counter is incremented through a
+/// stream, so a panic is counted by the next callback of a configured
+/// stream (at once for one in a request's callback); every configuration
+/// defines the same `hookstamp_panics_total`, one counter in Envoy.
+static UNCOUNTED: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs an export's body; a panic is caught, logged (the panic hook
+/// logged its message) and left to be counted, and `None` returned.
 fn barrier<T>(hook: &str, f: impl FnOnce() -> T) -> Option<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
         Err(_) => {
+            UNCOUNTED.fetch_add(1, Ordering::Relaxed);
             log(
                 Level::Critical,
                 &format!("hookstamp: a panic in {hook} was caught"),
@@ -72,14 +82,31 @@ unsafe fn on_stream<T>(
     // time, on its worker's thread.
     let filter = unsafe { &mut *s.cast_mut().cast::<Filter>() };
     let mut host = Envoy(envoy);
-    if let Some(v) = barrier(hook, || {
+    let done = barrier(hook, || {
         probe::fire(hook);
         f(filter, &mut host)
-    }) {
-        return v;
+    });
+    if done.is_none() {
+        barrier("the answer to a panic", || filter.request.abort(&mut host));
     }
-    barrier("the answer to a panic", || filter.request.abort(&mut host));
-    stopped
+    count_panics(filter, &mut host);
+    done.unwrap_or(stopped)
+}
+
+/// Counts the panics caught so far in the stream's configuration (none
+/// for a filter without one: a later stream counts them).
+fn count_panics(filter: &Filter, host: &mut Envoy) {
+    if UNCOUNTED.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let Some(id) = filter
+        .request
+        .instance()
+        .and_then(|i| i.plugin().metrics.panics)
+    else {
+        return;
+    };
+    bump(host, Some(id), UNCOUNTED.swap(0, Ordering::Relaxed));
 }
 
 #[no_mangle]
@@ -96,7 +123,11 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
 ) -> *const c_void {
     // SAFETY: Envoy's buffers are valid during the call.
     let (name, raw) = unsafe { (name.bytes(), config.bytes()) };
-    barrier("config_new", || config_new(envoy, name, raw)).unwrap_or(std::ptr::null())
+    barrier("config_new", || {
+        probe::fire("config_new");
+        config_new(envoy, name, raw)
+    })
+    .unwrap_or(std::ptr::null())
 }
 
 /// Checks a filter configuration once, for every worker.
@@ -110,9 +141,10 @@ fn config_new(envoy: abi::ConfigEnvoyPtr, name: &[u8], raw: &[u8]) -> *const c_v
         return std::ptr::null();
     }
     let mut loader = Loader { envoy, tick_ms: 0 };
-    let Some(plugin) = Plugin::load(&mut loader, raw) else {
+    let Some(mut plugin) = Plugin::load(&mut loader, raw) else {
         return std::ptr::null();
     };
+    plugin.metrics.define_panics(&mut loader);
     if loader.tick_ms > 0 {
         worker::start_ticking(loader.tick_ms);
     }
@@ -127,7 +159,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(config: *co
     // SAFETY: the pointer `config_new` returned, given back once. Each
     // worker's instance keeps its own reference while a stream uses it.
     let config = unsafe { Arc::from_raw(config.cast::<Plugin>()) };
-    barrier("config_destroy", || drop(config));
+    barrier("config_destroy", || {
+        probe::fire("config_destroy");
+        drop(config);
+    });
 }
 
 #[no_mangle]
@@ -285,8 +320,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(s: *const c_void) 
     barrier("filter_destroy", || {
         probe::fire("filter_destroy");
         drop(filter);
-        worker::stream_ended(envoy);
     });
+    // Apart: after a panic above too, the ticks leave a stream that is gone.
+    barrier("filter_destroy", || worker::stream_ended(envoy));
 }
 
 // Hooks the ABI requires a module to have, which hookstamp never uses: it

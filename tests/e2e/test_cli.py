@@ -7,6 +7,7 @@ variables each configuration reads by the checker's rule, never a value."""
 
 import json
 import os
+import re
 import subprocess
 
 from cases import ROOT
@@ -172,3 +173,59 @@ def test_vars_names_what_each_vm_reads_by_the_checkers_rule_and_never_a_value(tm
         assert r.returncode == 0, r.stderr
         assert all(json.loads(l)["wasm_config"] is None and json.loads(l)["host_env_keys"] is None
                    for l in r.stdout.splitlines()), r.stdout
+
+
+def warnings(r):
+    return [l for l in r.stderr.splitlines() if l.startswith("warning: ") or ": warning: " in l]
+
+
+def test_a_configuration_in_error_keeps_every_warning_it_has_alone():
+    """Each warning a configuration has alone (no dedupe, a max_json_bytes
+    above Envoy's default buffer limit, a GitHub source held under 25 MB)
+    is said when an error is beside it too, in another source or at the
+    top; a source whose dedupe is in error is not said to have none."""
+    gh = {"id": "gh", "dedupe": "github", "verify": {"scheme": "github", "secrets": [{"value": "x"}]}}
+    alone = {"max_json_bytes": 2 * 1048576, "max_held_bytes": 8 * 1048576,
+             "sources": [{"id": "plain"}, gh]}
+    r = run(["check", "-"], json.dumps(alone))
+    want = warnings(r)
+    assert r.returncode == 0 and len(want) == 5, r.stderr
+    for needle in ("source 'plain' has no dedupe", "above Envoy's default per_connection_buffer_limit_bytes",
+                   "source 'gh' is GitHub's and holds the body"):
+        assert any(needle in w for w in want), (needle, want)
+    broken = [dict(alone, sources=alone["sources"] + [{"id": "bad", "dedupe": "strpe"}]),
+              dict(alone, bogus=1)]
+    for cfg in broken:
+        r = run(["check", "-"], json.dumps(cfg))
+        assert r.returncode == 1 and warnings(r) == want, (cfg, r.stderr)
+        assert "unknown preset" in r.stderr or 'unknown field "bogus"' in r.stderr
+        assert "source 'bad' has no dedupe" not in r.stderr
+
+
+def test_a_listener_that_holds_the_body_has_no_buffer_warning_beside_an_error_either(tmp_path):
+    text = (ROOT / "envoy/examples/verified.yaml").read_text()
+    assert text.count("dedupe: stripe") == 1
+    for limit, warned in (("52494336", False), ("1048576", True)):
+        f = tmp_path / f"bad-{limit}.yaml"
+        f.write_text(text.replace("per_connection_buffer_limit_bytes: 52494336",
+                                  f"per_connection_buffer_limit_bytes: {limit}")
+                     .replace("dedupe: stripe", "dedupe: strpe"))
+        r = run(["check", "--env", "names", str(f)])
+        assert r.returncode == 1 and 'unknown preset "strpe"' in r.stderr, r.stderr
+        assert ("above Envoy's default per_connection_buffer_limit_bytes" in r.stderr) == warned, r.stderr
+
+
+def test_check_help_and_the_docs_name_every_option_of_check():
+    """Each option of check's synopsis line (`hookstamp --help`), with its
+    values, is in `hookstamp check --help` and in docs/cli.md's check
+    section, each described on its own line."""
+    synopsis = next(l for l in run(["--help"]).stdout.splitlines() if l.strip().startswith("hookstamp check "))
+    options = re.findall(r"\[(--[a-z-]+(?: [a-z|]+)?)\]", synopsis)
+    assert options == ["--deployment envoy|wasmplugin", "--env values|names", "--strict"], synopsis
+    r = run(["check", "--help"])
+    assert r.returncode == 0
+    lines = [l.strip() for l in r.stdout.splitlines()]
+    docs = (ROOT / "docs" / "cli.md").read_text().split("\n## check\n", 1)[1].split("\n## ", 1)[0]
+    for o in options:
+        assert any(l.startswith(o + " ") for l in lines), (o, r.stdout)
+        assert f"- `{o}`: " in docs, o

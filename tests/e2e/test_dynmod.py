@@ -20,18 +20,6 @@ import upstream
 from cases import ROOT
 
 
-@pytest.fixture(scope="module")
-def so():
-    return proxy.Build("so")
-
-
-@pytest.fixture(scope="module")
-def up():
-    u = upstream.start()
-    yield u
-    u.shutdown()
-
-
 def dyn_boot(so, config, up):
     port = proxy.free_port()
     return port, so.bootstrap({"x": (port, config)}, up.server_address[1])

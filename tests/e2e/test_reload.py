@@ -69,19 +69,34 @@ class Lds:
     """lds.json in a folder Envoy watches, written the way a control plane's
     file source is: a whole new file renamed over the old one."""
 
-    def __init__(self, build, port, upstream_port):
+    def __init__(self, build, port, upstream_port, listeners=None):
+        """`listeners(n)`: push n's listeners, {name: (port, plugin
+        configuration)} (default: `hooks` on `port`, with `config(n)`)."""
         self.build, self.port, self.upstream_port = build, port, upstream_port
+        self.listeners = listeners or (lambda n: {"hooks": (port, config(n))})
         self.dir = tempfile.mkdtemp(prefix="hookstamp-lds-")
         self.path = os.path.join(self.dir, "lds.json")
 
+    def resources(self, n):
+        """Push n's listeners, as the LDS resources Envoy reads."""
+        boot = self.build.bootstrap(self.listeners(n), self.upstream_port, admin_port=1)
+        return [dict(listener, **{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener"})
+                for listener in boot["static_resources"]["listeners"]]
+
     def push(self, n):
-        boot = self.build.bootstrap({"hooks": (self.port, config(n))}, self.upstream_port, admin_port=1)
-        listener = dict(boot["static_resources"]["listeners"][0],
-                        **{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener"})
         tmp = os.path.join(self.dir, f".lds-{n}.json")
         with open(tmp, "w") as f:
-            json.dump({"version_info": str(n), "resources": [listener]}, f)
+            json.dump({"version_info": str(n), "resources": self.resources(n)}, f)
         os.rename(tmp, self.path)
+
+    def bootstrap(self, node):
+        """A bootstrap whose listeners come from this LDS, Envoy's node
+        named `node`."""
+        boot = self.build.bootstrap({}, self.upstream_port)
+        boot["node"] = {"id": node, "cluster": "hookstamp"}
+        boot["dynamic_resources"] = {"lds_config": {"path_config_source": {"path": self.path},
+                                                    "resource_api_version": "V3"}}
+        return boot
 
 
 def stat(envoy, name):
@@ -148,11 +163,7 @@ def test_a_thousand_pushes_rotating_the_secret_leave_memory_flat(build):
     port = proxy.free_port()
     lds = Lds(build, port, up.server_address[1])
     lds.push(0)
-    boot = build.bootstrap({}, up.server_address[1])
-    boot["node"] = {"id": "hookstamp-reload", "cluster": "hookstamp"}
-    boot["dynamic_resources"] = {"lds_config": {"path_config_source": {"path": lds.path},
-                                                "resource_api_version": "V3"}}
-    e = build.envoy(boot, concurrency=2, args=ENVOY_ARGS)
+    e = build.envoy(lds.bootstrap("hookstamp-reload"), concurrency=2, args=ENVOY_ARGS)
     traffic = Traffic(port, up)
     try:
         assert e.proc.poll() is None, e.log_text()[-4000:]
