@@ -52,12 +52,17 @@ pub const METHOD_NOT_ALLOWED: Reply = error!(
 /// The worker's held-bytes budget is full: the provider retries later.
 pub const BUSY: Reply = error!(503, "busy", "busy", &[("retry-after", "1")]);
 
+/// The worker keeps max_streams streamed requests open upstream already:
+/// the provider retries later.
+pub const STREAMS_FULL: Reply = error!(503, "busy", "streams_full", &[("retry-after", "1")]);
+
 /// The body did not arrive within max_hold_ms of the headers.
 pub const BODY_TIMEOUT: Reply = error!(408, "body_timeout", "body_timeout", CLOSE);
 
 /// The body was still arriving after slow_body_ms while the budget was
-/// fuller than three quarters: answered to keep room for deliveries that
-/// arrive at once.
+/// fuller than three quarters, or a streamed body came slower than
+/// min_stream_rate: answered to keep room for deliveries that arrive at
+/// once.
 pub const SLOW_BODY: Reply = error!(408, "body_too_slow", "body_too_slow", CLOSE);
 
 /// The filter could not do its work (a host call failed, no config): never

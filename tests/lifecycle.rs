@@ -1195,7 +1195,9 @@ fn a_body_hash_key_is_computed_as_the_chunks_pass_without_copying_the_body() {
     );
 }
 
-const STREAM: &str = r#"{"max_json_bytes": 100, "max_hold_ms": 1000,
+/// A stream at one byte a second passes the rate rule: these tests are of
+/// the other limits (`STREAMED` below tests the rate).
+const STREAM: &str = r#"{"max_json_bytes": 100, "max_hold_ms": 1000, "min_stream_rate": 1,
   "sources": [{"id": "gh", "dedupe": "github",
     "verify": {"scheme": "github", "secrets": [{"value": "s"}], "mode": "stream"}}]}"#;
 
@@ -1495,8 +1497,12 @@ fn streams_keep_their_own_order_a_total_limit_and_drop_only_when_verified() {
         "the slow held uploads are trimmed, the stream in the pool or not: {:?}",
         replied(&host)
     );
-    // The stream trickles a byte every 900 ms: answered at max_stream_ms.
-    let (mut vm, mut host) = boot(cfg);
+    // The stream trickles a byte every 900 ms, above a min_stream_rate of
+    // one byte a second (after a second's grace): answered at max_stream_ms.
+    let (mut vm, mut host) = boot(&cfg.replace(
+        r#""slow_body_ms": 100,"#,
+        r#""slow_body_ms": 1000, "min_stream_rate": 1,"#,
+    ));
     start(&mut vm, &mut host, 2, &gh, false);
     for i in 0..3 {
         host.now_ms += 900;
@@ -1555,4 +1561,151 @@ fn a_request_with_a_roots_id_leaves_the_plugin_configured() {
     );
     assert!(!replied(&host).contains(&500), "{:?}", replied(&host));
     assert_eq!(stamp(&host, "x-hookstamp-dedupe-key").as_deref(), Some("d"));
+}
+
+const STREAMED: &str = r#"{"max_json_bytes": 1000, "max_held_bytes": 60000, "max_hold_ms": 1000,
+  "slow_body_ms": 500, "max_stream_ms": 60000, "max_streams": 8, "min_stream_rate": 100,
+  "max_stream_bytes": 1000,
+  "sources": [
+    {"id": "gh", "dedupe": "github",
+     "verify": {"scheme": "github", "secrets": [{"value": "s"}], "mode": "stream"}},
+    {"id": "hdr", "dedupe": {"header": "x-id"}}]}"#;
+
+/// A streamed GitHub request's headers, with a signature over `body`.
+fn streamed<'a>(sig: &'a str, len: &'a str) -> Vec<(&'a str, &'a str)> {
+    post(
+        "/webhooks/gh",
+        &[
+            ("x-github-delivery", "d-1"),
+            ("x-hub-signature-256", sig),
+            ("content-length", len),
+        ],
+    )
+}
+
+/// A trickling forgery is answered 408 once its average rate falls below
+/// min_stream_rate after slow_body_ms, on the tick or at its next chunk;
+/// a delivery that comes at once verifies.
+#[test]
+fn a_stream_below_its_minimum_rate_is_answered_408() {
+    let (mut vm, mut host) = boot(STREAMED);
+    let sig = github_sig("s", b"{}");
+    start(&mut vm, &mut host, 2, &streamed(&sig, "1000"), false);
+    // 10 bytes earn 100 ms beyond the 500 ms grace: due at 600 ms.
+    chunk(&mut vm, &mut host, 2, &[b'x'; 10], false);
+    host.now_ms += 590;
+    vm.on_tick(&mut host, ROOT);
+    assert!(replied(&host).is_empty());
+    host.now_ms += 20;
+    vm.on_tick(&mut host, ROOT);
+    assert_eq!(replied(&host), vec![408]);
+    assert_eq!(host.replies[0].1, reply::SLOW_BODY);
+    assert_eq!(vm.held_requests(), 0);
+    // Its next chunk goes no further.
+    host.context = 2;
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, b"x", false),
+        DataStatus::StopNoBuffer
+    );
+    // Found at its own chunk when it comes before the tick.
+    let (mut vm, mut host) = boot(STREAMED);
+    start(&mut vm, &mut host, 2, &streamed(&sig, "1000"), false);
+    host.now_ms += 700;
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, b"x", false),
+        DataStatus::StopNoBuffer
+    );
+    assert_eq!(host.replies[0].1, reply::SLOW_BODY);
+    // A delivery at once.
+    let (mut vm, mut host) = boot(STREAMED);
+    start(&mut vm, &mut host, 2, &streamed(&sig, "2"), false);
+    host.now_ms += 5;
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, b"{}", true),
+        DataStatus::Continue
+    );
+    assert!(replied(&host).is_empty());
+    assert_eq!(
+        stamp(&host, "x-hookstamp-verified").as_deref(),
+        Some("stream")
+    );
+}
+
+/// At most max_streams streams a worker: the next is answered 503 before
+/// anything goes upstream, header sources are never refused for them, and
+/// past three quarters of the bound the tick trims the slowest of those
+/// past slow_body_ms, which makes room for a delivery.
+#[test]
+fn streams_are_bounded_and_the_slowest_trimmed_near_the_bound() {
+    let (mut vm, mut host) = boot(STREAMED);
+    let sig = github_sig("s", b"{}");
+    for ctx in 2..10 {
+        start(&mut vm, &mut host, ctx, &streamed(&sig, "1000"), false);
+        // Each a little faster than the one before.
+        chunk(
+            &mut vm,
+            &mut host,
+            ctx,
+            &vec![b'x'; 10 * ctx as usize],
+            false,
+        );
+    }
+    assert!(replied(&host).is_empty());
+    assert_eq!(vm.held_requests(), 8);
+    start(&mut vm, &mut host, 10, &streamed(&sig, "1000"), false);
+    assert_eq!(replied(&host), vec![503]);
+    assert_eq!(host.replies[0].1, reply::STREAMS_FULL);
+    let hdr = post("/webhooks/hdr", &[("x-id", "e-1")]);
+    assert_eq!(
+        start(&mut vm, &mut host, 11, &hdr, true),
+        HeadersStatus::Continue
+    );
+    // Within the grace, nothing is trimmed; past it, the two slowest go
+    // (six of eight is three quarters).
+    host.now_ms += 400;
+    vm.on_tick(&mut host, ROOT);
+    assert_eq!(replied(&host), vec![503]);
+    host.now_ms += 200;
+    vm.on_tick(&mut host, ROOT);
+    let trimmed: Vec<u32> = host.replies[1..].iter().map(|(c, _)| *c).collect();
+    assert_eq!(trimmed, vec![2, 3]);
+    assert_eq!(vm.held_requests(), 6);
+    // A delivery now gets a slot, and verifies.
+    let body = b"{}";
+    start(&mut vm, &mut host, 12, &streamed(&sig, "2"), false);
+    assert_eq!(
+        chunk(&mut vm, &mut host, 12, body, true),
+        DataStatus::Continue
+    );
+    assert_eq!(host.replies.len(), 3);
+}
+
+/// A streamed body longer than max_stream_bytes: 413, declared (before
+/// anything goes upstream) or as it passes (its upstream request reset).
+#[test]
+fn a_stream_past_max_stream_bytes_is_413() {
+    let (mut vm, mut host) = boot(STREAMED);
+    let sig = github_sig("s", b"{}");
+    start(&mut vm, &mut host, 2, &streamed(&sig, "1001"), false);
+    assert_eq!(replied(&host), vec![413]);
+    assert!(host.stamps().is_empty());
+    let (mut vm, mut host) = boot(STREAMED);
+    let chunked = post(
+        "/webhooks/gh",
+        &[("x-github-delivery", "d-1"), ("x-hub-signature-256", &sig)],
+    );
+    start(&mut vm, &mut host, 2, &chunked, false);
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &[b'x'; 600], false),
+        DataStatus::Continue
+    );
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &[b'x'; 600], false),
+        DataStatus::StopNoBuffer
+    );
+    assert_eq!(replied(&host), vec![413]);
+    assert_eq!(
+        host.metric("hookstamp_signature_failures_total.source=gh;.reason=too_large;"),
+        1
+    );
 }

@@ -87,6 +87,16 @@ pub struct Config {
     /// however steadily its body comes: its upstream request is held open
     /// meanwhile, which a forgery must not do for long.
     pub max_stream_ms: u64,
+    /// How many streamed requests one worker keeps open upstream at once
+    /// for this configuration: past it, 503; past three quarters of it, the
+    /// tick answers the slowest (after slow_body_ms) 408.
+    pub max_streams: usize,
+    /// The slowest a streamed body may come on average, in bytes a second,
+    /// once slow_body_ms has passed: slower, 408.
+    pub min_stream_rate: u64,
+    /// The longest body a streamed request may send: past it, 413 and the
+    /// upstream request reset.
+    pub max_stream_bytes: u64,
     /// The stamp seal's keys (the first seals), if the queue wants sealed
     /// stamps (see `seal`).
     pub seal: Option<Vec<crate::verify::Secret>>,

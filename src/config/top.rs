@@ -23,6 +23,17 @@ pub(super) const DEFAULT_MAX_HOLD_MS: u64 = 10_000;
 pub(super) const DEFAULT_SLOW_BODY_MS: u64 = 1_000;
 /// How long a streamed request may take in all (`"mode": "stream"`).
 pub(super) const DEFAULT_MAX_STREAM_MS: u64 = 60_000;
+/// Streamed requests one worker keeps open upstream at once: with Envoy's
+/// default circuit breaker (1 024 requests to a cluster, all workers
+/// together), two workers leave three quarters of it to other requests.
+pub(super) const DEFAULT_MAX_STREAMS: u64 = 128;
+/// A streamed body's slowest average rate, bytes a second: a provider
+/// sends from a data centre, far faster; a trickle that holds an upstream
+/// request open costs its sender at least this much for every slot.
+pub(super) const DEFAULT_MIN_STREAM_RATE: u64 = 1024;
+/// The longest streamed body: GitHub's cap on a delivery (25 MB), the
+/// largest any provider hookstamp knows documents.
+pub(super) const DEFAULT_MAX_STREAM_BYTES: u64 = 25 * 1024 * 1024;
 
 pub(super) const TOP_LEVEL: &[&str] = &[
     "routing",
@@ -32,6 +43,9 @@ pub(super) const TOP_LEVEL: &[&str] = &[
     "max_hold_ms",
     "slow_body_ms",
     "max_stream_ms",
+    "max_streams",
+    "min_stream_rate",
+    "max_stream_bytes",
     "delivery",
     "affinity",
     "seal",
@@ -55,6 +69,9 @@ struct Limits {
     max_hold_ms: u64,
     slow_body_ms: u64,
     max_stream_ms: u64,
+    max_streams: u64,
+    min_stream_rate: u64,
+    max_stream_bytes: u64,
 }
 
 pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
@@ -92,6 +109,9 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         max_hold_ms: limits.max_hold_ms,
         slow_body_ms: limits.slow_body_ms,
         max_stream_ms: limits.max_stream_ms,
+        max_streams: usize::try_from(limits.max_streams).unwrap_or(usize::MAX),
+        min_stream_rate: limits.min_stream_rate,
+        max_stream_bytes: limits.max_stream_bytes,
         seal,
         delivery,
         sources,
@@ -169,6 +189,9 @@ fn top_limits(obj: &Map<String, Value>, d: &mut Diags) -> Limits {
         max_hold_ms,
         slow_body_ms,
         max_stream_ms,
+        max_streams: count(obj, "max_streams", DEFAULT_MAX_STREAMS, d),
+        min_stream_rate: count(obj, "min_stream_rate", DEFAULT_MIN_STREAM_RATE, d),
+        max_stream_bytes: count(obj, "max_stream_bytes", DEFAULT_MAX_STREAM_BYTES, d),
     }
 }
 

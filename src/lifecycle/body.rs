@@ -5,7 +5,7 @@
 use super::finish::{self, Kept};
 use super::headers::busy;
 use super::held::{Check, Held};
-use super::tick::body_timeout;
+use super::tick::overdue;
 use super::{answer_internal, data, send, Holds};
 use crate::budget;
 use crate::host::{DataStatus, StreamHost};
@@ -23,7 +23,7 @@ pub(super) fn on_body<K>(
     w.seen_body = true;
     let now = host.now_ms();
     if now > w.deadline_ms {
-        return data(body_timeout(host, &w));
+        return data(overdue(host, &w, now));
     }
     let plugin = w.plugin.clone();
     if w.streaming {
@@ -116,6 +116,9 @@ fn stream_body<K>(
         p.update(&chunk);
     }
     w.seen_bytes = w.seen_bytes.saturating_add(chunk.len());
+    if w.seen_bytes as u64 > plugin.config.max_stream_bytes {
+        return data(finish::stream_over_limit(host, &w));
+    }
     // What this callback lets through: the byte held back before, then the
     // chunk (the chunk itself, not a copy, where nothing was held).
     let mut out = chunk;
@@ -144,12 +147,9 @@ fn stream_body<K>(
             return data(answer_internal(host, Some(&plugin), &e.to_string()));
         }
     }
-    // Idle for max_hold_ms, or max_stream_ms in all: a stream keeps an
-    // upstream request open, which a forgery must not do for long.
-    let cfg = &plugin.config;
-    w.deadline_ms = now
-        .saturating_add(cfg.max_hold_ms)
-        .min(w.started_ms.saturating_add(cfg.max_stream_ms));
+    // A stream keeps an upstream request open, which a forgery must not do
+    // for long: idle, too slow, or too long in all, it is answered.
+    w.deadline_ms = w.stream_deadline(now);
     holds.hold(serial, w);
     DataStatus::Continue
 }

@@ -134,6 +134,15 @@ pub(super) fn stream_verdict<K>(
     }
 }
 
+/// 413: a streamed body longer than max_stream_bytes (declared, or as it
+/// passes: its upstream request is then reset), counted as a signature
+/// over the limit.
+pub(super) fn stream_over_limit<K>(host: &mut impl StreamHost, w: &Held<K>) -> HeadersStatus {
+    let m = w.plugin.metrics.source(w.source);
+    count_signature(host, m, Err(Reason::OverLimit));
+    send(host, &reply::TOO_LARGE_TO_VERIFY)
+}
+
 /// Counts a signature's result in its source's metrics.
 fn count_signature(host: &mut impl StreamHost, m: Option<&SourceMetrics>, r: Result<(), Reason>) {
     match r {

@@ -242,9 +242,22 @@ fn stream<K>(
     serial: u64,
     mut w: Box<Held<K>>,
 ) -> HeadersStatus {
-    if !holds.fits(w.overhead(), w.plugin.config.max_held_bytes) {
+    let cfg = &w.plugin.config;
+    if w.declared.is_some_and(|n| n as u64 > cfg.max_stream_bytes) {
+        // Refused before anything goes upstream.
+        return finish::stream_over_limit(host, &w);
+    }
+    // Each stream holds an upstream request open: at most max_streams a
+    // worker, so that other sources keep their share of the upstream.
+    if holds.streams() >= cfg.max_streams {
+        let m = w.plugin.metrics.source(w.source).map(|m| m.busy);
+        bump(host, m.flatten(), 1);
+        return send(host, &reply::STREAMS_FULL);
+    }
+    if !holds.fits(w.overhead(), cfg.max_held_bytes) {
         return busy(host, &w);
     }
+    w.deadline_ms = w.stream_deadline(w.started_ms);
     let status = finish::stream_start(host, &mut w);
     if status == HeadersStatus::Continue {
         holds.hold(serial, w);

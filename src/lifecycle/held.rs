@@ -77,6 +77,28 @@ impl<K> Held<K> {
         self.plugin.config.sources.get(self.source)
     }
 
+    /// A streamed request's deadline as of `now`, when its last chunk came:
+    /// idle for max_hold_ms, past max_stream_ms in all, or its average rate
+    /// below min_stream_rate once slow_body_ms has passed, whichever comes
+    /// first.
+    pub fn stream_deadline(&self, now: u64) -> u64 {
+        let cfg = &self.plugin.config;
+        now.saturating_add(cfg.max_hold_ms)
+            .min(self.started_ms.saturating_add(cfg.max_stream_ms))
+            .min(self.rate_deadline())
+    }
+
+    /// When a streamed body that sends nothing more falls below
+    /// min_stream_rate: slow_body_ms after its headers, and a second more
+    /// for every min_stream_rate bytes it has sent.
+    pub fn rate_deadline(&self) -> u64 {
+        let cfg = &self.plugin.config;
+        let earned = (self.seen_bytes as u64).saturating_mul(1000) / cfg.min_stream_rate.max(1);
+        self.started_ms
+            .saturating_add(cfg.slow_body_ms)
+            .saturating_add(earned)
+    }
+
     /// The bytes held for this request besides the body's buffer.
     pub fn overhead(&self) -> usize {
         let check = match &self.check {

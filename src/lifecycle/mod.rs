@@ -201,6 +201,11 @@ impl<K> Holds<K> {
         self.pool.held().saturating_add(self.streamed.held())
     }
 
+    /// How many streamed requests are open.
+    fn streams(&self) -> usize {
+        self.streamed.len()
+    }
+
     /// Whether `need` more bytes fit in the budget now.
     fn fits(&self, need: usize, limit: usize) -> bool {
         self.held().saturating_add(need) <= limit

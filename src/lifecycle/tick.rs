@@ -9,7 +9,7 @@
 
 use super::held::Held;
 use super::{hint_once, send, Holds, Instance};
-use crate::budget::{self, Pool, MAX_REPLIES_PER_CALL};
+use crate::budget::{self, MAX_REPLIES_PER_CALL};
 use crate::config::Config;
 use crate::host::{HeadersStatus, Level, StreamHost, Streams};
 use crate::metrics::bump;
@@ -29,33 +29,37 @@ impl<K: Copy> Instance<K> {
         let now = host.now_ms();
         let answers = due(&holds, now, &self.plugin.config);
         let reached = !answers.is_empty();
-        for (serial, late) in answers {
+        for (serial, why) in answers {
             let Some(w) = holds.release(serial) else {
                 continue;
             };
             let Some(mut stream) = host.stream(w.key) else {
                 continue;
             };
-            if late {
-                body_timeout(&mut stream, &w);
-            } else {
-                let m = w.plugin.metrics.source(w.source).and_then(|m| m.evicted);
-                bump(&mut stream, m, 1);
-                send(&mut stream, &reply::SLOW_BODY);
-            }
+            match why {
+                Due::Late => body_timeout(&mut stream, &w),
+                Due::Slow => too_slow(&mut stream, &w),
+            };
         }
         reached
     }
 }
 
-/// What the tick answers, the stalest first, each marked late (past its
-/// deadline) or slow (held past slow_body_ms while the budget is over
-/// `budget::trim_to`, until it is not): at most MAX_REPLIES_PER_CALL.
-/// Requests held for their body share max_hold_ms, so the stalest is also
-/// the one held longest: the pass stops at the first that is neither.
-/// Streamed requests are only ever late (idle, or past max_stream_ms):
-/// their own order, the stalest first.
-fn due<K>(holds: &Holds<K>, now: u64, cfg: &Config) -> Vec<(u64, bool)> {
+/// Why the tick answers a request: its body is late (past its deadline),
+/// or slow (answered to make room).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Due {
+    Late,
+    Slow,
+}
+
+/// What the tick answers, the stalest first: at most MAX_REPLIES_PER_CALL.
+/// Held requests: late (past their deadline), or slow (held past
+/// slow_body_ms while the budget is over `budget::trim_to`, until it is
+/// not). Requests held for their body share max_hold_ms, so the stalest is
+/// also the one held longest: the pass stops at the first that is neither.
+/// Streamed requests after them (`streams_due`).
+fn due<K>(holds: &Holds<K>, now: u64, cfg: &Config) -> Vec<(u64, Due)> {
     let mut over = holds
         .held()
         .saturating_sub(budget::trim_to(cfg.max_held_bytes));
@@ -69,27 +73,74 @@ fn due<K>(holds: &Holds<K>, now: u64, cfg: &Config) -> Vec<(u64, bool)> {
         };
         if deadline < now {
             over = over.saturating_sub(w.charged);
-            out.push((serial, true));
+            out.push((serial, Due::Late));
         } else if over > 0 && now.saturating_sub(w.started_ms) >= cfg.slow_body_ms {
             over = over.saturating_sub(w.charged);
-            out.push((serial, false));
+            out.push((serial, Due::Slow));
         } else {
             break;
         }
     }
-    late(&holds.streamed, now, &mut out);
+    streams_due(holds, now, cfg, &mut out);
     out
 }
 
-/// The streamed requests past their deadline, the stalest first, while
-/// there is room in this tick's replies.
-fn late(streamed: &Pool, now: u64, out: &mut Vec<(u64, bool)>) {
-    for (deadline, serial) in streamed.stalest() {
-        if out.len() >= MAX_REPLIES_PER_CALL || deadline >= now {
+/// How many streamed requests the tick looks at past the last one due,
+/// for those it may trim: bounded work whatever the number open.
+const STREAMS_SCANNED: usize = 4 * MAX_REPLIES_PER_CALL;
+
+/// The streamed requests the tick answers, in their own order (the
+/// earliest deadline first: a stream's deadline is the soonest of idle,
+/// too long, and too slow for min_stream_rate, so the slowest come first):
+/// those past their deadline, slow where their rate fell below
+/// min_stream_rate; and while more than three quarters of max_streams are
+/// open, the slowest of those past slow_body_ms, until three quarters are.
+fn streams_due<K>(holds: &Holds<K>, now: u64, cfg: &Config, out: &mut Vec<(u64, Due)>) {
+    let mut over = holds.streams().saturating_sub(cfg.max_streams / 4 * 3);
+    let mut scanned = 0;
+    for (deadline, serial) in holds.streamed.stalest() {
+        if out.len() >= MAX_REPLIES_PER_CALL || scanned >= STREAMS_SCANNED {
             break;
         }
-        out.push((serial, true));
+        let Some(w) = holds.requests.get(&serial) else {
+            continue;
+        };
+        if deadline < now {
+            let why = if w.rate_deadline() <= now {
+                Due::Slow
+            } else {
+                Due::Late
+            };
+            out.push((serial, why));
+            over = over.saturating_sub(1);
+        } else if over == 0 {
+            break;
+        } else {
+            scanned += 1;
+            if now.saturating_sub(w.started_ms) >= cfg.slow_body_ms {
+                out.push((serial, Due::Slow));
+                over -= 1;
+            }
+        }
     }
+}
+
+/// A request past its deadline, answered in its own callback: 408, slow
+/// where it is a stream whose rate fell below min_stream_rate, else late.
+pub(super) fn overdue<K>(host: &mut impl StreamHost, w: &Held<K>, now: u64) -> HeadersStatus {
+    if w.streaming && w.rate_deadline() <= now {
+        too_slow(host, w)
+    } else {
+        body_timeout(host, w)
+    }
+}
+
+/// 408: a slow body, answered to make room (or a stream below
+/// min_stream_rate).
+fn too_slow<K>(host: &mut impl StreamHost, w: &Held<K>) -> HeadersStatus {
+    let m = w.plugin.metrics.source(w.source).and_then(|m| m.evicted);
+    bump(host, m, 1);
+    send(host, &reply::SLOW_BODY)
 }
 
 /// 408: the body did not arrive in time; said once per plugin where no
