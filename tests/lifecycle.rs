@@ -1633,51 +1633,49 @@ fn a_stream_below_its_minimum_rate_is_answered_408() {
 
 /// At most max_streams streams a worker: the next is answered 503 before
 /// anything goes upstream, header sources are never refused for them, and
-/// past three quarters of the bound the tick trims the slowest of those
-/// past slow_body_ms, which makes room for a delivery.
+/// past three quarters of the bound the tick trims, down to three
+/// quarters: first the trickles (below min_stream_rate after a tenth of
+/// slow_body_ms), then the slowest of those past slow_body_ms; that makes
+/// room for a delivery.
 #[test]
 fn streams_are_bounded_and_the_slowest_trimmed_near_the_bound() {
-    let (mut vm, mut host) = boot(STREAMED);
     let sig = github_sig("s", b"{}");
-    for ctx in 2..10 {
-        start(&mut vm, &mut host, ctx, &streamed(&sig, "1000"), false);
-        // Each a little faster than the one before.
-        chunk(
-            &mut vm,
-            &mut host,
-            ctx,
-            &vec![b'x'; 10 * ctx as usize],
-            false,
+    for (bytes_each, wait, trimmed_at) in [(10, 100, 400), (100, 450, 550)] {
+        let (mut vm, mut host) = boot(STREAMED);
+        for ctx in 2..10 {
+            start(&mut vm, &mut host, ctx, &streamed(&sig, "1000"), false);
+            // Each a little faster than the one before.
+            let n = bytes_each * ctx as usize;
+            chunk(&mut vm, &mut host, ctx, &vec![b'x'; n], false);
+        }
+        assert!(replied(&host).is_empty());
+        assert_eq!(vm.held_requests(), 8);
+        start(&mut vm, &mut host, 10, &streamed(&sig, "1000"), false);
+        assert_eq!(replied(&host), vec![503]);
+        assert_eq!(host.replies[0].1, reply::STREAMS_FULL);
+        let hdr = post("/webhooks/hdr", &[("x-id", "e-1")]);
+        assert_eq!(
+            start(&mut vm, &mut host, 11, &hdr, true),
+            HeadersStatus::Continue
         );
+        host.now_ms += wait;
+        vm.on_tick(&mut host, ROOT);
+        assert_eq!(replied(&host), vec![503], "nothing due at {wait} ms");
+        host.now_ms += trimmed_at - wait;
+        vm.on_tick(&mut host, ROOT);
+        // Six of eight is three quarters: the two slowest go.
+        let trimmed: Vec<u32> = host.replies[1..].iter().map(|(c, _)| *c).collect();
+        assert_eq!(trimmed, vec![2, 3], "at {trimmed_at} ms");
+        assert_eq!(host.replies[1].1, reply::SLOW_BODY);
+        assert_eq!(vm.held_requests(), 6);
+        // A delivery now gets a slot, and verifies.
+        start(&mut vm, &mut host, 12, &streamed(&sig, "2"), false);
+        assert_eq!(
+            chunk(&mut vm, &mut host, 12, b"{}", true),
+            DataStatus::Continue
+        );
+        assert_eq!(host.replies.len(), 3);
     }
-    assert!(replied(&host).is_empty());
-    assert_eq!(vm.held_requests(), 8);
-    start(&mut vm, &mut host, 10, &streamed(&sig, "1000"), false);
-    assert_eq!(replied(&host), vec![503]);
-    assert_eq!(host.replies[0].1, reply::STREAMS_FULL);
-    let hdr = post("/webhooks/hdr", &[("x-id", "e-1")]);
-    assert_eq!(
-        start(&mut vm, &mut host, 11, &hdr, true),
-        HeadersStatus::Continue
-    );
-    // Within the grace, nothing is trimmed; past it, the two slowest go
-    // (six of eight is three quarters).
-    host.now_ms += 400;
-    vm.on_tick(&mut host, ROOT);
-    assert_eq!(replied(&host), vec![503]);
-    host.now_ms += 200;
-    vm.on_tick(&mut host, ROOT);
-    let trimmed: Vec<u32> = host.replies[1..].iter().map(|(c, _)| *c).collect();
-    assert_eq!(trimmed, vec![2, 3]);
-    assert_eq!(vm.held_requests(), 6);
-    // A delivery now gets a slot, and verifies.
-    let body = b"{}";
-    start(&mut vm, &mut host, 12, &streamed(&sig, "2"), false);
-    assert_eq!(
-        chunk(&mut vm, &mut host, 12, body, true),
-        DataStatus::Continue
-    );
-    assert_eq!(host.replies.len(), 3);
 }
 
 /// A streamed body longer than max_stream_bytes: 413, declared (before

@@ -94,7 +94,10 @@ const STREAMS_SCANNED: usize = 4 * MAX_REPLIES_PER_CALL;
 /// too long, and too slow for min_stream_rate, so the slowest come first):
 /// those past their deadline, slow where their rate fell below
 /// min_stream_rate; and while more than three quarters of max_streams are
-/// open, the slowest of those past slow_body_ms, until three quarters are.
+/// open, until three quarters are, those already below min_stream_rate
+/// after a tenth of the grace (a delivery's body comes at once; a trickle
+/// that holds a slot does not), then the slowest of those past
+/// slow_body_ms.
 fn streams_due<K>(holds: &Holds<K>, now: u64, cfg: &Config, out: &mut Vec<(u64, Due)>) {
     let mut over = holds.streams().saturating_sub(cfg.max_streams / 4 * 3);
     let mut scanned = 0;
@@ -117,7 +120,8 @@ fn streams_due<K>(holds: &Holds<K>, now: u64, cfg: &Config, out: &mut Vec<(u64, 
             break;
         } else {
             scanned += 1;
-            if now.saturating_sub(w.started_ms) >= cfg.slow_body_ms {
+            let trickles = w.rate_deadline_after(cfg.slow_body_ms / 10) <= now;
+            if trickles || now.saturating_sub(w.started_ms) >= cfg.slow_body_ms {
                 out.push((serial, Due::Slow));
                 over -= 1;
             }
