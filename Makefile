@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 PYTEST := python3 -m pytest
 
-.PHONY: all help setup setup-run build wasm dynamic-module image lint fmt check test test-native test-e2e run bench bench-native bench-envoy fuzz fuzz-short soak soak-short soak-attack soak-attack-short clean
+.PHONY: all help setup setup-run build wasm dynamic-module image lint fmt check test test-native test-e2e run bench bench-native bench-flood bench-envoy fuzz fuzz-short soak soak-short soak-attack soak-attack-short clean
 
 all: build wasm
 
@@ -74,10 +74,13 @@ image: wasm            ## target/oci: an OCI image of the filter (one layer, plu
 	scripts/setup.sh image
 	scripts/image.sh
 
-bench: bench-native bench-envoy   ## both benchmark tables, in one command
+bench: bench-native bench-flood bench-envoy   ## every benchmark table, in one command
 
 bench-native:          ## the core vs a full serde_json decode, side by side
 	cargo bench --bench core
+
+bench-flood:           ## forged requests one worker's core refuses a second per scheme, beside valid ones
+	cargo bench --bench requests -- flood $(or $(FLOOD_REQUESTS),5000)
 
 bench-envoy: setup wasm dynamic-module   ## Envoy without a filter, with an empty one, with hookstamp's .wasm and .so: wrk and callgrind
 	scripts/build-wasm.sh noop

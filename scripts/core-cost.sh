@@ -1,6 +1,6 @@
 #!/bin/sh
 # The native core's instructions per request (callgrind), for bench_envoy.py's
-# rows (b), (c) and (d) through the lifecycle (benches/requests.rs): each row
+# rows (b), (c) and (d) through the lifecycle (benches/requests/main.rs): each row
 # run for 200 and 1200 requests, the difference over 1000. Symbols kept, so
 # `callgrind_annotate target/core-cost/<row>.1200.out` shows where it goes.
 set -eu
