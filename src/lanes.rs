@@ -29,7 +29,28 @@ pub struct Lane {
     /// The longest group the sink's broker takes (see `group_max`); a
     /// longer one is stamped hashed.
     pub group_max: Option<usize>,
+    /// What a keyed lane's group is namespaced by (`group_scope`).
+    pub group_scope: GroupScope,
 }
+
+/// What a keyed lane's group is namespaced by: the sink's `group_scope`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GroupScope {
+    /// `"key"` (the default): the group is the stamped key, whoever's
+    /// tenant sent it.
+    #[default]
+    Key,
+    /// `"tenant"`: the group is `k:<tenant>/<stamped key>`, for a broker
+    /// queue that tenants share (see `keyed_group`).
+    Tenant,
+}
+
+/// The values `group_scope` takes, as the configuration writes them.
+pub const GROUP_SCOPES: &[(&str, GroupScope)] =
+    &[("key", GroupScope::Key), ("tenant", GroupScope::Tenant)];
+
+/// What a tenant-scoped keyed group begins with.
+pub const KEYED_GROUP_PREFIX: &str = "k:";
 
 /// The longest group (in stamped characters) a sink type's broker takes
 /// as its grouping or partition key; `None` where it has no limit a group
@@ -52,19 +73,71 @@ pub fn group_max(sink_type: &str) -> Option<usize> {
 
 /// A lane's group as its sink's broker takes it: the stamped form
 /// (`encoded`) where it fits `max`, else `sha256:` + the lowercase hex
-/// SHA-256 of the raw key (71 characters, which every broker takes); `raw`
-/// `None` where the group needed no encoding (the keyless group).
+/// SHA-256 of the raw group, the concatenation of `raw` (`None` where the
+/// group needed no encoding, the keyless group: then of `encoded`): 71
+/// characters, which every broker takes.
 pub fn group<'a>(
     encoded: Cow<'a, str>,
-    raw: Option<&[u8]>,
+    raw: Option<&[&[u8]]>,
     max: Option<usize>,
 ) -> (Cow<'a, str>, bool) {
     match max {
         Some(m) if encoded.len() > m => {
-            let digest = Sha256::digest(raw.unwrap_or(encoded.as_bytes()));
+            let mut h = Sha256::new();
+            match raw {
+                Some(parts) => parts.iter().for_each(|p| h.update(p)),
+                None => h.update(encoded.as_bytes()),
+            }
+            let digest = h.finalize();
             (Cow::Owned(format!("sha256:{}", hex::encode(digest))), true)
         }
         _ => (encoded, false),
+    }
+}
+
+/// A keyed lane's group, from its key after the 128-byte rule (`key`) and
+/// that key's stamp (`encoded`); whether it was hashed to fit `max`.
+///
+/// - `GroupScope::Key`: the stamped key (its hash: of the key).
+/// - `GroupScope::Tenant`: `k:<tenant>/<stamped key>` (its hash: of
+///   `k:<tenant>/<key>`). A tenant is its own stamp (`names::tenant_ok`:
+///   `[A-Za-z0-9_-]`, none of them encoded), so the group is printable
+///   ASCII as the stamped key is.
+///
+/// Why a tenant-scoped group never collides, on a queue every tenant's
+/// tenant-scoped sinks share. Its groups are of three forms: a keyed group
+/// `K = "k:" t "/" e(k)`, a keyless group `L = t' "/" s` (`keyless_group`)
+/// and a hashed one `H(x) = "sha256:" hex(SHA-256(x))`, where `x` is `"k:"
+/// t "/" k` or `L`.
+/// (a) Equal keys of two tenants: a tenant holds no `/`, so in `K` the
+/// tenant is everything between `k:` and the first `/`, and the rest is the
+/// stamped key, whose percent-encoding decodes to the one key: `K`
+/// determines (t, k). So does `x` (raw bytes, the same cut), and two
+/// different `x` hash apart but for a SHA-256 collision. `K` starts with
+/// `k`, `H` with `s`: a plain group never equals a hashed one.
+/// (b) A keyed group against a keyless one: `L` holds no `:` (neither a
+/// tenant nor a source id may, `names`), `K` holds one at its second byte
+/// and `H` at its seventh: neither equals any `L`. The keyed `x` holds a
+/// `:`, the keyless one does not: their hashes differ too (but for a
+/// collision).
+pub fn keyed_group<'a>(
+    scope: GroupScope,
+    tenant: &str,
+    key: &[u8],
+    encoded: Cow<'a, str>,
+    max: Option<usize>,
+) -> (Cow<'a, str>, bool) {
+    match scope {
+        GroupScope::Key => group(encoded, Some(&[key]), max),
+        GroupScope::Tenant => {
+            let mut g = String::with_capacity(3 + tenant.len() + encoded.len());
+            g.push_str(KEYED_GROUP_PREFIX);
+            g.push_str(tenant);
+            g.push('/');
+            g.push_str(&encoded);
+            let raw: [&[u8]; 4] = [KEYED_GROUP_PREFIX.as_bytes(), tenant.as_bytes(), b"/", key];
+            group(Cow::Owned(g), Some(&raw), max)
+        }
     }
 }
 
@@ -76,6 +149,7 @@ impl Lane {
             names: stamps::lane_names(sink),
             keyless_id: hex(&lane_id(sink, source_id, None)),
             group_max: None,
+            group_scope: GroupScope::Key,
         }
     }
 }
@@ -125,8 +199,8 @@ pub fn id16(domain: &[u8], parts: &[&[u8]], key: Option<&[u8]>) -> [u8; 16] {
     id
 }
 
-/// The keyless lane's group a sink hands its queue: `<tenant>/<source_id>`
-/// (a keyed lane's group is its stamped key).
+/// The keyless lane's group a sink hands its queue: `<tenant>/<source_id>`,
+/// whatever the sink's `group_scope` (a keyed lane's: `keyed_group`).
 pub fn keyless_group(tenant: &str, source_id: &str) -> String {
     let mut g = String::with_capacity(tenant.len() + 1 + source_id.len());
     g.push_str(tenant);
@@ -143,19 +217,42 @@ mod tests {
     fn groups_fit_their_broker() {
         let fits = Cow::Borrowed("cus%201/%C3%A9");
         assert_eq!(
-            group(fits.clone(), Some(b"cus 1/\xc3\xa9"), Some(128)),
+            group(fits.clone(), Some(&[b"cus 1/\xc3\xa9"]), Some(128)),
             (fits, false)
         );
         let long = "%C3%A9".repeat(22);
         let (g, hashed) = group(
             Cow::Owned(long.clone()),
-            Some(&"é".repeat(22).into_bytes()),
+            Some(&["é".repeat(22).as_bytes()]),
             Some(128),
         );
         assert!(hashed && g.starts_with("sha256:") && g.len() == 71);
         assert_eq!(group(Cow::Owned(long.clone()), None, Some(256)).0, long);
         assert_eq!(group_max("sqs"), Some(128));
         assert_eq!(group_max("kafka"), None);
+    }
+
+    #[test]
+    fn tenant_scoped_groups() {
+        let enc = || Cow::Borrowed("cus%201");
+        let g = |scope, max| keyed_group(scope, "acme", b"cus 1", enc(), max);
+        assert_eq!(g(GroupScope::Key, Some(128)), (enc(), false));
+        assert_eq!(g(GroupScope::Tenant, Some(128)).0, "k:acme/cus%201");
+        // 195 characters: hashed for SQS, of `k:<tenant>/<key>` (computed
+        // apart with Python's hashlib).
+        let (t, k) = ("t".repeat(64), "k".repeat(128));
+        let long = |max| keyed_group(GroupScope::Tenant, &t, k.as_bytes(), Cow::Borrowed(&k), max);
+        assert_eq!(
+            long(Some(128)),
+            (
+                Cow::Owned(
+                    "sha256:f0b8a053fe7bcda9695e88e19b1d0c798d1f4f4c2d34ca572345ebb64ffc9567"
+                        .to_owned()
+                ),
+                true
+            )
+        );
+        assert_eq!(long(Some(256)).0.len(), 195);
     }
 
     #[test]

@@ -174,8 +174,8 @@ const PATHS: &[&[&str]] = &[
 const CONFIG: &str = r#"{"max_json_bytes": 65536, "sources":[{"id":"s.1","tenant":"t-1","dedupe":"stripe","sinks":[
   {"type":"sqs","ordered":true,"ordering_key":{"json":"data.object.customer"}},
   {"type":"log"},
-  {"type":"kinesis","ordered":true,"ordering_key":{"header":"x-entity-id"}},
-  {"type":"sns","ordered":true},
+  {"type":"kinesis","ordered":true,"ordering_key":{"header":"x-entity-id"},"group_scope":"tenant"},
+  {"type":"sns","ordered":true,"group_scope":"tenant"},
   {"type":"kafka","ordered":true,"ordering_key":{"header":"x-entity-id"}}]}]}"#;
 
 fn check_stamps(body: &[u8], headers: &[(String, Vec<u8>)]) {
@@ -284,5 +284,142 @@ proptest! {
         let got = hookstamp::route::route(&cfg, method, &path);
         prop_assert_ne!(got.clone(), hookstamp::route::Route::Pass, "{} {}", method, path);
         invariants::check_route(&cfg, method, &path);
+    }
+}
+
+/// The config of `groups_of_tenants_never_collide`: two sources of any
+/// tenant, each with a tenant-scoped lane keyed by a header on four
+/// brokers' limits (SQS 128, RabbitMQ 255, Kinesis 256, Kafka none).
+fn tenant_scoped(s1: &str, s2: &str) -> config::Config {
+    let sinks = ["sqs", "rabbitmq", "kinesis", "kafka"]
+        .map(|t| {
+            format!(
+                r#"{{"type":"{t}","ordered":true,"group_scope":"tenant","ordering_key":{{"header":"x-k"}}}}"#
+            )
+        })
+        .join(",");
+    let source =
+        |id: &str| format!(r#"{{"id":"{id}","dedupe":{{"header":"x-k"}},"sinks":[{sinks}]}}"#);
+    let text = format!(
+        r#"{{"routing":"tenant_path","sources":[{},{}]}}"#,
+        source(s1),
+        source(s2)
+    );
+    config::load(&text).unwrap().config
+}
+
+/// Which group a request's lane must have: a keyed lane's is its tenant's
+/// and its key's (after the 128-byte rule), whatever the source; a keyless
+/// lane's, its tenant's and its source's.
+#[derive(Debug, PartialEq, Eq)]
+enum GroupOf {
+    Keyed(String, Vec<u8>),
+    Keyless(String, String),
+}
+
+/// The groups of each ordered sink a request to `source` as `tenant` with
+/// header `x-k: key` (none: no header) is stamped, and which group it must
+/// be.
+fn groups(
+    cfg: &config::Config,
+    tenant: &str,
+    source: &str,
+    key: Option<&[u8]>,
+) -> (Vec<String>, GroupOf) {
+    let headers: Vec<(String, Vec<u8>)> = key
+        .map(|k| vec![("x-k".to_owned(), k.to_vec())])
+        .unwrap_or_default();
+    let path = format!("/webhooks/{tenant}/{source}");
+    let out = invariants::check(cfg, "POST", &path, &headers, b"");
+    let Outcome::Forward { stamped, .. } = out else {
+        panic!("{path}: not forwarded")
+    };
+    let got = (0..4)
+        .map(|i| {
+            let name = format!("x-hookstamp-lane-{i}-group");
+            let (_, v) = stamped.headers.iter().find(|(n, _)| *n == name).unwrap();
+            v.to_string()
+        })
+        .collect();
+    let of = match key.filter(|k| !k.is_empty()) {
+        Some(k) => GroupOf::Keyed(
+            tenant.to_owned(),
+            hookstamp::key::cap(std::borrow::Cow::Borrowed(k), 128).into_owned(),
+        ),
+        None => GroupOf::Keyless(tenant.to_owned(), source.to_owned()),
+    };
+    (got, of)
+}
+
+/// A key as a client could choose one against another tenant: any bytes,
+/// another tenant's keyless group (`acme/stripe`), the keyed form itself
+/// (`k:acme/cus_1`), a hash's form, long enough to be hashed.
+fn chosen_key(t: String, s: String) -> impl Strategy<Value = Option<Vec<u8>>> {
+    prop_oneof![
+        Just(None),
+        prop::collection::vec(any::<u8>(), 0..200).prop_map(Some),
+        "[a-z:/_]{1,12}".prop_map(|k| Some(k.into_bytes())),
+        Just(Some(format!("{t}/{s}").into_bytes())),
+        Just(Some(format!("k:{t}/{s}").into_bytes())),
+        "[a-z]{120,130}".prop_map(move |k| Some(format!("{t}/{k}").into_bytes())),
+        "[0-9a-f]{64}".prop_map(|h| Some(format!("sha256:{h}").into_bytes())),
+    ]
+}
+
+fn tenant() -> impl Strategy<Value = String> {
+    prop_oneof!["[A-Za-z0-9_-]{1,64}", "[a-c]{1,2}", Just("acme".to_owned())]
+}
+
+fn source_id() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}",
+        "[a-c.]{1,2}[a-c]",
+        Just("stripe".to_owned())
+    ]
+}
+
+/// A request's tenant, source and `x-k` header (none: no header).
+type Request = (String, String, Option<Vec<u8>>);
+
+/// Two requests: the second may share the first's tenant, source or key,
+/// and each may take the other's keyless group (or its keyed form) as key.
+fn two_requests() -> impl Strategy<Value = (Request, Request)> {
+    (
+        tenant(),
+        tenant(),
+        source_id(),
+        source_id(),
+        any::<(bool, bool, bool)>(),
+    )
+        .prop_flat_map(|(t1, t2, s1, s2, (same_tenant, same_source, same_key))| {
+            let t2 = if same_tenant { t1.clone() } else { t2 };
+            let s2 = if same_source { s1.clone() } else { s2 };
+            let k1 = chosen_key(t2.clone(), s2.clone());
+            let k2 = chosen_key(t1.clone(), s1.clone());
+            (k1, k2).prop_map(move |(k1, k2)| {
+                let k2 = if same_key { k1.clone() } else { k2 };
+                ((t1.clone(), s1.clone(), k1), (t2.clone(), s2.clone(), k2))
+            })
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// With `"group_scope": "tenant"`, two requests share a sink's group
+    /// only where they share its tenant and key (a keyed lane) or its
+    /// tenant and source (the keyless lane): equal keys of two tenants
+    /// never do, nor a key and any keyless group (the argument is in
+    /// `lanes::keyed_group`). Through `decide`, on every broker's limit.
+    #[test]
+    fn groups_of_tenants_never_collide(((t1, s1, k1), (t2, s2, k2)) in two_requests()) {
+        // Two sources (a second one where both requests go to one).
+        let filler = if s1 == "filler" { "filler2" } else { "filler" };
+        let cfg = tenant_scoped(&s1, if s1 == s2 { filler } else { &s2 });
+        let (g1, of1) = groups(&cfg, &t1, &s1, k1.as_deref());
+        let (g2, of2) = groups(&cfg, &t2, &s2, k2.as_deref());
+        for (x, y) in g1.iter().zip(&g2) {
+            prop_assert_eq!(x == y, of1 == of2, "{} / {}: {:?} / {:?}", x, y, of1, of2);
+        }
     }
 }

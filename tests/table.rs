@@ -605,3 +605,36 @@ fn an_events_rule_on_an_unsigned_header_is_warned_of() {
     assert!(warned(r#","events":{"drop":["ping"]}"#));
     assert!(!warned(""), "a stamped type alone decides nothing");
 }
+
+/// An ordered sink of a source reached as more than one tenant, whose
+/// groups are its keys alone, is warned of by source and sink; a sink with
+/// `"group_scope": "tenant"`, or a source of one tenant, is not.
+#[test]
+fn groups_tenants_may_share_are_warned_of() {
+    let warned = |source: &str| {
+        let text = format!(
+            r#"{{"routing":"tenant_path","sources":[{{"id":"s","dedupe":"stripe"{source},"sinks":[
+                {{"type":"sqs","ordered":true,"ordering_key":{{"json":"c"}}}},
+                {{"type":"log"}},
+                {{"type":"sqs","ordered":true,"group_scope":"tenant"}},
+                {{"type":"kafka","ordered":true,"group_scope":"key"}}]}}]}}"#
+        );
+        let l = config::load(&text).unwrap();
+        let warnings: Vec<&str> = l
+            .warnings
+            .iter()
+            .filter(|w| w.contains("set \"group_scope\": \"tenant\""))
+            .map(|w| w.split(':').next().unwrap_or(""))
+            .collect();
+        warnings.join(", ")
+    };
+    let both = "source 's' sink 0, source 's' sink 3";
+    // Any tenant, or two named.
+    assert_eq!(warned(""), both);
+    assert_eq!(warned(r#","tenants":["a","b"]"#), both);
+    assert_eq!(warned(r#","routing":["path","tenant_path"]"#), both);
+    // One tenant: its own, or the one its list names.
+    assert_eq!(warned(r#","tenant":"acme""#), "");
+    assert_eq!(warned(r#","tenants":["a","a"]"#), "");
+    assert_eq!(warned(r#","routing":"path""#), "");
+}

@@ -1,4 +1,4 @@
-//! One sink's check: its type, ordering and ordering key.
+//! One sink's check: its type, ordering, ordering key and group scope.
 
 use super::diag::{Diags, Issue, Scope};
 use super::fields::{did_you_mean, field, flag, nonempty_string, unknown_fields};
@@ -6,7 +6,7 @@ use super::keys::KeyCtx;
 use super::reads::{stored, Reads, StoreHeaders};
 use super::Delivery;
 use crate::key::KeySource;
-use crate::lanes::Lane;
+use crate::lanes::{GroupScope, Lane, GROUP_SCOPES};
 use serde_json::{Map, Value};
 
 /// What a sink's check needs from its source.
@@ -60,8 +60,9 @@ pub(super) fn check_sink(
     if let Some(Err(e)) = kind.map(sink_type) {
         d.issue(&scope, e);
     }
-    unknown_fields(obj, &["type", "ordered", "ordering_key"], &scope, d);
+    unknown_fields(obj, SINK_FIELDS, &scope, d);
     let ordered = flag(obj, "ordered", &scope, d);
+    let group_scope = group_scope(obj, ordered, &scope, d);
     let OrderingKey::Lane(key) = ordering_key(ctx, obj, kind, ordered, reads, &scope, d) else {
         return None;
     };
@@ -73,7 +74,44 @@ pub(super) fn check_sink(
     let sink = u16::try_from(index).ok()?;
     let mut lane = Lane::new(sink, key, ctx.id);
     lane.group_max = kind.and_then(crate::lanes::group_max);
+    lane.group_scope = group_scope;
     Some(lane)
+}
+
+/// The fields a sink takes.
+const SINK_FIELDS: &[&str] = &["type", "ordered", "ordering_key", "group_scope"];
+
+/// The sink's `group_scope`: `"key"` (the default) or `"tenant"`, which
+/// only an ordered sink has.
+fn group_scope(
+    obj: &Map<String, Value>,
+    ordered: bool,
+    scope: &Scope,
+    d: &mut Diags,
+) -> GroupScope {
+    let Some(v) = field(obj, "group_scope") else {
+        return GroupScope::Key;
+    };
+    if !ordered {
+        d.push(
+            scope,
+            "scope_without_ordered",
+            "group_scope needs \"ordered\": true (only an ordered sink's lanes have groups)",
+        );
+    }
+    if let Some(&(_, g)) = GROUP_SCOPES.iter().find(|(n, _)| v.as_str() == Some(*n)) {
+        return g;
+    }
+    let names: Vec<&str> = GROUP_SCOPES.iter().map(|(n, _)| *n).collect();
+    let hint = v
+        .as_str()
+        .map_or(String::new(), |t| did_you_mean(t, &names));
+    d.push(
+        scope,
+        "bad_group_scope",
+        format!("group_scope must be \"key\" or \"tenant\", got {v}{hint}"),
+    );
+    GroupScope::Key
 }
 
 /// The sink's `ordering_key`: an expression (`keys`) whose headers its

@@ -1,7 +1,8 @@
 //! One source's check: its id, tenant and tenants, routing, store_headers,
 //! dedupe (`dedupe`), sinks, signature and what its body holds, then the
 //! checks across those parts: the headers its signature leaves unsigned,
-//! its handshake, a streamed body, and affinity.
+//! lane groups that tenants share, its handshake, a streamed body, and
+//! affinity.
 
 use super::bounds::{bounded, within, MAX_SINKS, MAX_TENANTS};
 use super::diag::{Diags, Scope};
@@ -11,7 +12,7 @@ use super::sink::{check_sink, SinkCtx};
 use super::{source_id_ok, tenant_ok, Delivery, Routing, Source, DEFAULT_TENANT};
 use crate::handshake::Handshake;
 use crate::key::KeySource;
-use crate::lanes::Lane;
+use crate::lanes::{GroupScope, Lane};
 use crate::providers::SchemePreset;
 use crate::verify::{Mode, Secrets, Verify};
 use serde_json::{Map, Value};
@@ -63,6 +64,7 @@ pub(super) fn check_source(
     let (mut source, ordered) = source_parts(ctx, obj, id, &scope, d);
     // The checks across its parts, once each part is read.
     signature_warnings(&source, d);
+    tenant_group_warnings(&source, d);
     source.handshake = source_handshake(obj, source.verify.as_mut(), &scope, ctx.env, d);
     stream_reads_body(&source, d);
     source.affinity = super::affinity::check(
@@ -312,6 +314,48 @@ fn signature_warnings(s: &Source, d: &mut Diags) {
             "shared_secrets",
             "one secret list on a tenant_path route accepts a hook signed for one tenant as any \
              other's (a new idempotency key each time): give per-tenant secrets or a tenants list",
+        );
+    }
+}
+
+/// Whether the source is reached as more than one tenant: only by a
+/// tenant_path route, and only a source of the default tenant (another is
+/// reached as its own), as any tenant its `tenants` (or per-tenant secrets)
+/// name, every tenant without them.
+fn takes_many_tenants(s: &Source) -> bool {
+    if !s.routing.tenant_path() || s.tenant != DEFAULT_TENANT {
+        return false;
+    }
+    s.tenants
+        .as_ref()
+        .is_none_or(|ts| ts.iter().any(|t| Some(t) != ts.first()))
+}
+
+/// Warns of each ordered sink of a source of many tenants whose groups are
+/// not namespaced by tenant: on a broker queue the tenants share, two
+/// tenants' equal keys share a group, and a key may be another tenant's
+/// keyless group.
+fn tenant_group_warnings(s: &Source, d: &mut Diags) {
+    if !takes_many_tenants(s) {
+        return;
+    }
+    for lane in s
+        .lanes
+        .iter()
+        .filter(|l| l.group_scope != GroupScope::Tenant)
+    {
+        let scope = Scope::Sink {
+            source: s.id.clone(),
+            index: usize::from(lane.sink),
+            kind: None,
+        };
+        d.warn(
+            &scope,
+            "groups_across_tenants",
+            "the source takes more than one tenant (by its tenant_path route), and this ordered sink's \
+             groups are its keys alone: on a broker queue the tenants share, two tenants' equal keys share \
+             a FIFO group, and a key such as \"acme/stripe\" shares that tenant's keyless group; set \
+             \"group_scope\": \"tenant\" (see docs/keys.md)",
         );
     }
 }

@@ -246,9 +246,15 @@ fn lane_stamps<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) ->
     };
     let raw_id = lanes::lane_id(lane.sink, &m.src.id, Some(&k));
     let encoded = stamps::encode_key(&k);
-    // A keyed lane's group is its stamped key, where the sink's broker
-    // takes it.
-    let (group, hashed) = lanes::group(encoded.clone(), Some(&k), lane.group_max);
+    // A keyed lane's group is its stamped key (behind its tenant, with
+    // `group_scope` tenant), where the sink's broker takes it.
+    let (group, hashed) = lanes::keyed_group(
+        lane.group_scope,
+        m.tenant,
+        &k,
+        encoded.clone(),
+        lane.group_max,
+    );
     if hashed {
         out.lane_groups_hashed.push(lane.sink);
     }

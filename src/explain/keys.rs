@@ -8,7 +8,7 @@ use crate::config::Source;
 use crate::decide::{Decision, Stamped};
 use crate::dedupe::MAX_DEDUPE_KEY;
 use crate::key::{self, BodyState, FormJson, KeySource, Missing};
-use crate::lanes::{Lane, MAX_LANE_KEY};
+use crate::lanes::{GroupScope, Lane, MAX_LANE_KEY};
 use crate::stamps;
 use serde_json::Value;
 
@@ -214,9 +214,13 @@ fn path_text(p: &[String]) -> String {
 
 /// Where a lane's group was hashed to fit its sink's broker.
 fn group_note(lane: &Lane, stamped: &Stamped) -> String {
+    let group = match lane.group_scope {
+        GroupScope::Key => "the stamped key",
+        GroupScope::Tenant => "k:<tenant>/<stamped key> (group_scope tenant)",
+    };
     match lane.group_max {
         Some(max) if stamped.lane_groups_hashed.contains(&lane.sink) => format!(
-            "; its group hashed, as the stamped key is over the {max} characters the sink's broker takes"
+            "; its group hashed, as {group} is over the {max} characters the sink's broker takes"
         ),
         _ => String::new(),
     }

@@ -3,6 +3,7 @@
 
 use hookstamp::config::Config;
 use hookstamp::decide::{self, Outcome};
+use hookstamp::lanes::GroupScope;
 use hookstamp::route::{self, Route};
 
 /// Undoes the stamp percent-encoding.
@@ -24,8 +25,9 @@ pub fn decode(v: &str) -> Vec<u8> {
 
 /// Resolves a request twice and checks: the same stamps both times; one
 /// lane id and group per ordered sink (its key where it has one, never
-/// empty); every value header-safe; keys within their
-/// length rules (or hashed). Returns the outcome.
+/// empty); each group its key's, its tenant's key's or its keyless group,
+/// within its broker's limit (or hashed); every value header-safe; keys
+/// within their length rules (or hashed). Returns the outcome.
 pub fn check<'a>(
     cfg: &'a Config,
     method: &str,
@@ -64,20 +66,22 @@ pub fn check<'a>(
         let a = a.expect("an affinity stamp");
         assert!(a.1.len() == 32 && a.1.bytes().all(|b| b.is_ascii_hexdigit()));
     }
-    // Each group fits its sink's broker: the stamped key (or keyless group)
-    // as is where it fits, else the raw key's hash.
-    for lane in &cfg.sources[*source].lanes {
+    // Each group fits its sink's broker: the stamped key (behind its tenant
+    // with group_scope tenant), or the keyless group, as is where it fits,
+    // else the hash of its raw form.
+    let stamp = |n: &str| {
+        stamped
+            .headers
+            .iter()
+            .find(|(h, _)| *h == n)
+            .map(|(_, v)| v.to_string())
+    };
+    let tenant = stamp("x-hookstamp-tenant").unwrap();
+    let src = &cfg.sources[*source];
+    for lane in &src.lanes {
         let [_, key_name, group_name] = &lane.names;
-        let stamp = |n: &str| {
-            stamped
-                .headers
-                .iter()
-                .find(|(h, _)| *h == n)
-                .map(|(_, v)| v.to_string())
-        };
         let (key, group) = (stamp(key_name), stamp(group_name).unwrap());
         assert_ne!(key.as_deref(), Some(""), "{key_name} is never empty");
-        let key = key.unwrap_or_default();
         if let Some(max) = lane.group_max {
             assert!(
                 group.len() <= max,
@@ -85,13 +89,21 @@ pub fn check<'a>(
                 group.len()
             );
         }
-        if !key.is_empty() {
-            let fits = lane.group_max.is_none_or(|m| key.len() <= m);
-            let raw = decode(&key);
-            let hashed = hookstamp::key::cap(std::borrow::Cow::Borrowed(&raw[..]), 0);
-            let hashed = String::from_utf8(hashed.into_owned()).unwrap();
-            assert_eq!(group, if fits { key } else { hashed }, "{group_name}");
-        }
+        let (plain, raw) = match (key, lane.group_scope) {
+            (None, _) => {
+                let g = format!("{tenant}/{}", src.id);
+                (g.clone(), g.into_bytes())
+            }
+            (Some(k), GroupScope::Key) => (k.clone(), decode(&k)),
+            (Some(k), GroupScope::Tenant) => (
+                format!("k:{tenant}/{k}"),
+                [b"k:", tenant.as_bytes(), b"/", &decode(&k)].concat(),
+            ),
+        };
+        let fits = lane.group_max.is_none_or(|m| plain.len() <= m);
+        let hashed = hookstamp::key::cap(std::borrow::Cow::Borrowed(&raw[..]), 0);
+        let hashed = String::from_utf8(hashed.into_owned()).unwrap();
+        assert_eq!(group, if fits { plain } else { hashed }, "{group_name}");
     }
     for (name, value) in &stamped.headers {
         assert!(

@@ -424,6 +424,30 @@ def test_bad_config_is_refused_naming_the_source(env, build):
     assert "rejected the configuration (2 error(s))" in log
 
 
+def test_a_warning_at_load_is_in_envoys_log_naming_the_source_and_sink(env, build):
+    """An ordered sink of a source of any tenant without "group_scope":
+    "tenant" is warned of at load, in Envoy's log, by source and sink; the
+    configuration runs."""
+    port = proxy.free_port()
+    config = {"routing": "tenant_path", "sources": [{"id": "shared", "dedupe": "stripe", "sinks": [
+        {"type": "sqs", "ordered": True, "group_scope": "tenant", "ordering_key": {"json": "c"}},
+        {"type": "sqs", "ordered": True, "ordering_key": {"json": "c"}}]}]}
+    e = build.start({"warned": (port, config)}, env["up"].server_address[1])
+    try:
+        tid = uuid.uuid4().hex
+        status, _, _ = proxy.request(port, "POST", "/webhooks/acme/shared", [], body=b'{"id":"e","c":"k"}',
+                                     test_id=tid)
+        stamps = dict(env["up"].records[tid]["stamps"])
+        assert status == 200 and stamps["x-hookstamp-lane-0-group"] == "k:acme/k", stamps
+        assert stamps["x-hookstamp-lane-1-group"] == "k"
+    finally:
+        e.stop()
+    log = e.log_text()  # whole once Envoy has stopped
+    assert "source 'shared' sink 1: the source takes more than one tenant (by its tenant_path route)" in log, \
+        log[-3000:]
+    assert "source 'shared' sink 0:" not in log
+
+
 def test_example_configs_validate():
     files = sorted((ROOT / "envoy").glob("*.yaml"))
     assert files, "no example Envoy configs"
