@@ -50,7 +50,7 @@ pub const GROUP_SCOPES: &[(&str, GroupScope)] =
     &[("key", GroupScope::Key), ("tenant", GroupScope::Tenant)];
 
 /// What a tenant-scoped keyed group begins with.
-pub const KEYED_GROUP_PREFIX: &str = "k:";
+const KEYED_GROUP_PREFIX: &str = "k:";
 
 /// The longest group (in stamped characters) a sink type's broker takes
 /// as its grouping or partition key; `None` where it has no limit a group

@@ -12,7 +12,9 @@ fn id_ok(s: &str, extra: &[u8]) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || extra.contains(&b))
 }
 
-/// A tenant: `[A-Za-z0-9_-]{1,64}`.
+/// A tenant: `[A-Za-z0-9_-]{1,64}`. Neither a tenant nor a source id holds
+/// `/` or `:`, which keeps the lane groups of two tenants apart
+/// (`lanes::keyed_group`).
 pub fn tenant_ok(s: &str) -> bool {
     id_ok(s, b"")
 }

@@ -287,6 +287,30 @@ proptest! {
     }
 }
 
+/// What the groups' argument rests on (`lanes::keyed_group`): the bytes a
+/// tenant or a source id may hold, tried one by one, are `[A-Za-z0-9._-]`
+/// (`.` a source id's only): never `/` nor `:`.
+#[test]
+fn names_hold_neither_slash_nor_colon() {
+    // In byte order, as tried.
+    let taken = |ok: fn(&str) -> bool| -> String {
+        (0..=127u8)
+            .map(char::from)
+            .filter(|c| ok(&format!("a{c}b")))
+            .collect()
+    };
+    // Digits, capitals, `_`, small letters.
+    let word = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+    assert_eq!(taken(config::tenant_ok), format!("-{word}"));
+    assert_eq!(taken(config::source_id_ok), format!("-.{word}"));
+    for name in ["a/b", "a:b", "k:acme", "acme/stripe"] {
+        assert!(
+            !config::tenant_ok(name) && !config::source_id_ok(name),
+            "{name}"
+        );
+    }
+}
+
 /// The config of `groups_of_tenants_never_collide`: two sources of any
 /// tenant, each with a tenant-scoped lane keyed by a header on four
 /// brokers' limits (SQS 128, RabbitMQ 255, Kinesis 256, Kafka none).
