@@ -64,7 +64,7 @@ pub(super) fn check_source(
     let (mut source, ordered) = source_parts(ctx, obj, id, &scope, d);
     // The checks across its parts, once each part is read.
     signature_warnings(&source, d);
-    tenant_group_warnings(&source, d);
+    tenant_group_warnings(&source, obj, d);
     source.handshake = source_handshake(obj, source.verify.as_mut(), &scope, ctx.env, d);
     stream_reads_body(&source, d);
     source.affinity = super::affinity::check(
@@ -334,15 +334,23 @@ fn takes_many_tenants(s: &Source) -> bool {
 /// Warns of each ordered sink of a source of many tenants whose groups are
 /// not namespaced by tenant: on a broker queue the tenants share, two
 /// tenants' equal keys share a group, and a key may be another tenant's
-/// keyless group.
-fn tenant_group_warnings(s: &Source, d: &mut Diags) {
+/// keyless group. A sink that says `"group_scope": "key"` chose it (a
+/// queue per tenant): not warned of.
+fn tenant_group_warnings(s: &Source, obj: &Map<String, Value>, d: &mut Diags) {
     if !takes_many_tenants(s) {
         return;
     }
+    let sinks = field(obj, "sinks").and_then(Value::as_array);
+    let chosen = |i: u16| {
+        sinks
+            .and_then(|l| l.get(usize::from(i)))
+            .and_then(|k| k.get("group_scope"))
+            .is_some()
+    };
     for lane in s
         .lanes
         .iter()
-        .filter(|l| l.group_scope != GroupScope::Tenant)
+        .filter(|l| l.group_scope != GroupScope::Tenant && !chosen(l.sink))
     {
         let scope = Scope::Sink {
             source: s.id.clone(),
@@ -355,7 +363,7 @@ fn tenant_group_warnings(s: &Source, d: &mut Diags) {
             "the source takes more than one tenant (by its tenant_path route), and this ordered sink's \
              groups are its keys alone: on a broker queue the tenants share, two tenants' equal keys share \
              a FIFO group, and a key such as \"acme/stripe\" shares that tenant's keyless group; set \
-             \"group_scope\": \"tenant\" (see docs/keys.md)",
+             \"group_scope\": \"tenant\", or \"key\" where each tenant has a queue of its own (see docs/keys.md)",
         );
     }
 }
