@@ -224,7 +224,7 @@ mod tests {
     ) -> Fields {
         let key = Key {
             secret: b"queue-key",
-            id: DEFAULT_KEY_ID,
+            id: "queue-1",
             created: 1_700_000_000,
             expires: 1_700_000_300,
         };
@@ -257,11 +257,11 @@ mod tests {
             "hookstamp=(\"@method\" \"@path\" \"@query\" \"x-hookstamp-source\" \
              \"x-hookstamp-tenant\");created=1700000000;expires=1700000300;\
              nonce=\"1d564159a4d652958b0b6c92d48811ac\";alg=\"hmac-sha256\";\
-             keyid=\"hookstamp\";tag=\"hookstamp\""
+             keyid=\"queue-1\";tag=\"hookstamp\""
         );
         assert_eq!(
             s.signature,
-            "hookstamp=:qzJp8QAxcNsvISXnC+t4P7ztPdz7kgGt3kAnbeKvhKc=:"
+            "hookstamp=:bczrDcAVoja8s0+LDw6oLqtEjo/IyPsQSgScKmmyra0=:"
         );
         let s = sealed(
             "/webhooks/stripe?x=1",
@@ -269,6 +269,8 @@ mod tests {
                 ("x-hookstamp-source", "stripe"),
                 ("x-hookstamp-tenant", "acme"),
                 ("x-hookstamp-dedupe-key", "evt_1"),
+                ("x-hookstamp-dedupe-ttl-ms", "259200000"),
+                ("x-hookstamp-idempotency-key", "acme:stripe:evt_1"),
             ],
             Some(br#"{"id":"evt_1"}"#),
         );
@@ -279,14 +281,15 @@ mod tests {
         assert_eq!(
             s.input,
             "hookstamp=(\"@method\" \"@path\" \"@query\" \"x-hookstamp-source\" \
-             \"x-hookstamp-tenant\" \"x-hookstamp-dedupe-key\" \"content-digest\");\
+             \"x-hookstamp-tenant\" \"x-hookstamp-dedupe-key\" \"x-hookstamp-dedupe-ttl-ms\" \
+             \"x-hookstamp-idempotency-key\" \"content-digest\");\
              created=1700000000;expires=1700000300;\
-             nonce=\"e0452ba250a4c26fe7205ab95ddafc5f\";alg=\"hmac-sha256\";\
-             keyid=\"hookstamp\";tag=\"hookstamp\""
+             nonce=\"eeeb65894020cf40d59133ea4de17ead\";alg=\"hmac-sha256\";\
+             keyid=\"queue-1\";tag=\"hookstamp\""
         );
         assert_eq!(
             s.signature,
-            "hookstamp=:FyWf6o6vloVvat8dwsC2HA1nN9hMrLbyWIG9gSrf3f0=:"
+            "hookstamp=:usa2G2Jy6+dGbO3Uk+TLyfmkvEY/L4q5fWQAU8jZD50=:"
         );
     }
 
