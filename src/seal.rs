@@ -17,10 +17,12 @@
 //! `"@signature-params": <the inner list>`, lines joined by `\n`. The nonce
 //! is derived, so that a seal made at a given second is reproducible: the
 //! first 16 bytes, in hex, of the SHA-256 of
-//! `hookstamp-nonce\n<created>\n<x-request-id>\n` and the component lines
-//! (each ending in `\n`); Envoy gives every request its own id, so every
-//! request its own nonce.
+//! `hookstamp-nonce\n<created>\n<x-request-id>\n` and the HMAC-SHA256, with
+//! the sealing key, of the base's component lines (each ending in `\n`):
+//! Envoy gives every request its own id, so every request its own nonce,
+//! and without the key no one can tell it in advance.
 
+use crate::verify::Request;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -53,6 +55,7 @@ pub const CLIENT_FIELDS: [&str; 5] = [
 const DERIVED: [&str; 3] = ["@method", "@path", "@query"];
 /// What the nonce's hash starts with.
 const NONCE_TAG: &[u8] = b"hookstamp-nonce\n";
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Which of `CLIENT_FIELDS` a header name is (a bit each), 0 for none.
 pub fn client_field(name: &str) -> u8 {
@@ -74,16 +77,6 @@ pub struct Key<'a> {
     pub expires: u64,
 }
 
-/// What the seal covers of the request besides its stamps.
-#[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
-    pub method: &'a str,
-    /// The path as sent, query included.
-    pub target: &'a str,
-    /// Its `x-request-id` (empty if none), which only the nonce reads.
-    pub request_id: &'a [u8],
-}
-
 /// The fields a seal adds: `content-digest` (for a held body),
 /// `signature-input` and `signature`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,11 +86,13 @@ pub struct Fields {
     pub signature: String,
 }
 
-/// The seal of a request with these stamps and (where the filter held the
-/// whole body) this body hash.
+/// The seal of a request (its method and path as sent) with these stamps
+/// and (where the filter held the whole body) this body hash; its
+/// `x-request-id` (empty if none) only the nonce reads.
 pub fn seal(
     key: &Key,
     r: &Request,
+    request_id: &[u8],
     stamps: &[(&str, Cow<'_, str>)],
     body: Option<&[u8; 32]>,
 ) -> Fields {
@@ -125,25 +120,28 @@ pub fn seal(
             signature: String::new(),
         };
     };
-    // One pass over the components: the base's lines go to the HMAC and
-    // to the nonce's hash, which the last line (the parameters) then holds.
+    // The base's lines, then the nonce from their HMAC so far (the keyed
+    // digest of what the seal covers), then the last line: the parameters.
+    for (name, value) in covered() {
+        for part in [b"\"", name.as_bytes(), b"\": ", value.as_bytes(), b"\n"] {
+            mac.update(part);
+        }
+    }
     let mut nonce = Sha256::new();
     for part in [
         NONCE_TAG,
         input.get(created).unwrap_or("").as_bytes(),
         b"\n",
-        r.request_id,
+        request_id,
         b"\n",
+        &mac.clone().finalize().into_bytes(),
     ] {
         nonce.update(part);
     }
-    for (name, value) in covered() {
-        for part in [b"\"", name.as_bytes(), b"\": ", value.as_bytes(), b"\n"] {
-            nonce.update(part);
-            mac.update(part);
-        }
+    for b in nonce.finalize().iter().take(16) {
+        input.push(char::from(HEX[usize::from(b >> 4)]));
+        input.push(char::from(HEX[usize::from(b & 0xF)]));
     }
-    input.push_str(&hex::encode(nonce.finalize().get(..16).unwrap_or(&[])));
     let _ = write!(
         input,
         "\";alg=\"{ALG}\";keyid=\"{}\";tag=\"{LABEL}\"",
@@ -171,7 +169,7 @@ fn components<'s>(
     stamps: &'s [(&str, Cow<'_, str>)],
     digest: Option<&'s str>,
 ) -> impl Iterator<Item = (&'s str, &'s str)> {
-    let (path, query) = split_target(r.target);
+    let (path, query) = split_target(r.path);
     DERIVED
         .into_iter()
         .zip([r.method, path, query])
@@ -230,14 +228,13 @@ mod tests {
         };
         let r = Request {
             method: "POST",
-            target,
-            request_id: b"",
+            path: target,
         };
         let stamps: Vec<(&str, Cow<'_, str>)> = stamps
             .iter()
             .map(|(n, v)| (*n, Cow::Borrowed(*v)))
             .collect();
-        seal(&key, &r, &stamps, body.map(body_hash).as_ref())
+        seal(&key, &r, b"", &stamps, body.map(body_hash).as_ref())
     }
 
     /// docs/keys.md's vectors, computed apart (tests/e2e/seal.py).
@@ -256,12 +253,12 @@ mod tests {
             s.input,
             "hookstamp=(\"@method\" \"@path\" \"@query\" \"x-hookstamp-source\" \
              \"x-hookstamp-tenant\");created=1700000000;expires=1700000300;\
-             nonce=\"1d564159a4d652958b0b6c92d48811ac\";alg=\"hmac-sha256\";\
+             nonce=\"53839be6848f1b8898cc3b763cd76624\";alg=\"hmac-sha256\";\
              keyid=\"queue-1\";tag=\"hookstamp\""
         );
         assert_eq!(
             s.signature,
-            "hookstamp=:bczrDcAVoja8s0+LDw6oLqtEjo/IyPsQSgScKmmyra0=:"
+            "hookstamp=:93+1OhhrAIgJvvIeUxHXpsyY7cV6quamnFGIokDXL4Q=:"
         );
         let s = sealed(
             "/webhooks/stripe?x=1",
@@ -284,12 +281,12 @@ mod tests {
              \"x-hookstamp-tenant\" \"x-hookstamp-dedupe-key\" \"x-hookstamp-dedupe-ttl-ms\" \
              \"x-hookstamp-idempotency-key\" \"content-digest\");\
              created=1700000000;expires=1700000300;\
-             nonce=\"eeeb65894020cf40d59133ea4de17ead\";alg=\"hmac-sha256\";\
+             nonce=\"6541c60190230d6b781dae438083ff9d\";alg=\"hmac-sha256\";\
              keyid=\"queue-1\";tag=\"hookstamp\""
         );
         assert_eq!(
             s.signature,
-            "hookstamp=:usa2G2Jy6+dGbO3Uk+TLyfmkvEY/L4q5fWQAU8jZD50=:"
+            "hookstamp=:AXtGHl6QKigpV9FHt1HfZMoPXAgoXN7ClReW8xuqSbU=:"
         );
     }
 
@@ -329,12 +326,12 @@ mod tests {
         let with_id = |id: &'static [u8]| {
             let r = Request {
                 method: "POST",
-                target: "/webhooks/github",
-                request_id: id,
+                path: "/webhooks/github",
             };
             seal(
                 &key,
                 &r,
+                id,
                 &[("x-hookstamp-source", Cow::Borrowed("github"))],
                 None,
             )

@@ -304,12 +304,17 @@ fn add_seal(
         created,
         expires: created.saturating_add(seal.expires_s),
     };
-    let request = crate::seal::Request {
+    let request = Request {
         method: f.method,
-        target: f.path,
-        request_id: f.request_id,
+        path: f.path,
     };
-    let fields = crate::seal::seal(&key, &request, &stamped.headers, f.body_hash.as_ref());
+    let fields = crate::seal::seal(
+        &key,
+        &request,
+        f.request_id,
+        &stamped.headers,
+        f.body_hash.as_ref(),
+    );
     let h = &mut stamped.headers;
     if let Some(digest) = fields.content_digest {
         h.push((crate::seal::CONTENT_DIGEST, Cow::Owned(digest)));

@@ -203,11 +203,12 @@ def digest_field(body):
     return "sha-256=:" + base64.b64encode(hashlib.sha256(body).digest()).decode() + ":"
 
 
-def nonce(created, request_id, lines):
+def nonce(key, created, request_id, lines):
     """The filter's nonce: derived, so that a seal made at a given second is
-    reproducible, and unique to each request by its x-request-id."""
-    text = f"hookstamp-nonce\n{created}\n{request_id}\n{lines}"
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    reproducible; unique to each request by its x-request-id, and unknown
+    in advance to anyone without the key (it hashes the HMAC of the lines)."""
+    mac = hmac.new(key, lines.encode(), hashlib.sha256).digest()
+    return hashlib.sha256(f"hookstamp-nonce\n{created}\n{request_id}\n".encode() + mac).hexdigest()[:32]
 
 
 def make(key, key_id, created, expires_s, method, target, stamps, body=None, request_id=""):
@@ -217,7 +218,7 @@ def make(key, key_id, created, expires_s, method, target, stamps, body=None, req
     fields = [("content-digest", digest_field(body))] if body is not None else []
     covered = list(DERIVED) + [n for n, _ in stamps] + [n for n, _ in fields]
     lines = component_lines(method, target, stamps + fields, covered)
-    params = {"created": created, "expires": created + expires_s, "nonce": nonce(created, request_id, lines),
+    params = {"created": created, "expires": created + expires_s, "nonce": nonce(key, created, request_id, lines),
               "alg": ALG, "keyid": key_id, "tag": LABEL}
     inner = serialize_inner_list([(c, {}) for c in covered], params)
     base = lines + '"@signature-params": ' + inner
