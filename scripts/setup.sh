@@ -16,9 +16,10 @@
 #                            promtool (Debian's prometheus), Envoy 1.38 and
 #                            1.39 beside 1.40 (target/envoy-compat: the
 #                            dynamic module's older lines), pytest, h2, the
-#                            providers' signing libraries (PyPI) and the npm
-#                            packages of tests/e2e (GitHub's signing library
-#                            and payloads, the CRD schemas).
+#                            providers' signing libraries and an RFC 9421
+#                            verifier (PyPI) and the npm packages of tests/e2e
+#                            (GitHub's signing library and payloads, an RFC
+#                            9421 verifier, the CRD schemas).
 #
 # Idempotent: installs only what is missing.
 set -euo pipefail
@@ -122,14 +123,16 @@ for v in 1.38.3 1.39.3; do
   }
 done
 
-# Python test tools, and the providers' own signing libraries the
-# signature tests use (PyPI, and npm for GitHub's).
+# Python test tools, the providers' own signing libraries the signature
+# tests use (PyPI, and npm for GitHub's), and an RFC 9421 library on each
+# side that checks the stamp seal as a queue would.
 python3 - <<'PY' 2>/dev/null || { echo "setup: installing the Python test tools"; python3 -m pip install -q --disable-pip-version-check \
-  pytest h2 pyyaml stripe==16.1.0 svix==2.9.1 standardwebhooks==1.1.0 slack_sdk twilio==9.13.0 PyNaCl==1.6.2 cryptography==48.0.0; }
-import pytest, h2, yaml, stripe, svix, standardwebhooks, slack_sdk, twilio, nacl, cryptography
+  pytest h2 pyyaml stripe==16.1.0 svix==2.9.1 standardwebhooks==1.1.0 slack_sdk twilio==9.13.0 PyNaCl==1.6.2 cryptography==48.0.0 \
+  http-message-signatures==3.0.0; }
+import pytest, h2, yaml, stripe, svix, standardwebhooks, slack_sdk, twilio, nacl, cryptography, http_message_signatures
 PY
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 [ -d tests/e2e/node_modules/@octokit/webhooks-methods ] && [ -d tests/e2e/node_modules/@kubernetes-models/envoy-gateway ] &&
   [ -d tests/e2e/node_modules/@octokit/webhooks-examples ] &&
-  [ -d tests/e2e/node_modules/yaml ] || { echo "setup: npm ci (tests/e2e)"; (cd tests/e2e && npm ci --silent --no-audit --no-fund); }
+  [ -d tests/e2e/node_modules/yaml ] && [ -d tests/e2e/node_modules/http-message-signatures ] || { echo "setup: npm ci (tests/e2e)"; (cd tests/e2e && npm ci --silent --no-audit --no-fund); }
 echo "setup: done"

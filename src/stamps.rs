@@ -18,9 +18,6 @@ pub const IDEMPOTENCY_KEY: &str = "x-hookstamp-idempotency-key";
 /// With `"affinity": true`: the key a consistent-hash load balancer maps
 /// to one queue node (see `affinity`).
 pub const AFFINITY: &str = "x-hookstamp-affinity";
-/// With a `seal` key: the last stamp, an HMAC over the request and every
-/// stamp before it (see `seal`).
-pub const SEAL: &str = "x-hookstamp-seal";
 
 /// Whether a header name is in the stamp namespace: any casing, and `_`
 /// read as `-` (gunicorn and others fold `x_hookstamp_dedupe_key` into

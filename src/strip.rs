@@ -1,9 +1,11 @@
 //! Stamp names a client sent: removed from every request's headers and
 //! trailers before the filter looks at anything, so that a client never
-//! chooses its stamps.
+//! chooses its stamps. And, on a sealed request, the client's own seal
+//! fields (`signature-input`, `signature`, `content-digest`), removed as
+//! the filter adds its seal, so that the queue sees only the filter's.
 
 use crate::host::{Header, HostResult, StreamHost};
-use crate::stamps;
+use crate::{seal, stamps};
 
 /// Which of the request's maps.
 #[derive(Clone, Copy)]
@@ -41,4 +43,24 @@ pub fn strip(
         }
     }
     Ok(before - pairs.len())
+}
+
+/// Which spellings of the seal's fields (`seal::CLIENT_FIELDS`, a bit
+/// each) a request's headers hold: 0 for nearly every request.
+pub fn seal_fields_sent(pairs: &[Header<'_>]) -> u8 {
+    pairs
+        .iter()
+        .fold(0, |sent, (n, _)| sent | seal::client_field(n))
+}
+
+/// Removes the seal's fields the client sent (`sent`, from
+/// `seal_fields_sent`): each spelling at once, every value of it, any case
+/// (the host's header names are case-insensitive).
+pub fn seal_fields(host: &mut impl StreamHost, sent: u8) -> HostResult<()> {
+    for (name, i) in seal::CLIENT_FIELDS.iter().zip(0u8..) {
+        if sent & (1 << i) != 0 {
+            host.remove_request_header(name)?;
+        }
+    }
+    Ok(())
 }

@@ -1707,3 +1707,58 @@ fn a_stream_past_max_stream_bytes_is_413() {
         1
     );
 }
+
+#[test]
+fn a_sealed_request_carries_the_decisions_seal_and_none_of_the_clients() {
+    const SEALED: &str = r#"{"seal": {"keys": [{"value": "queue-key"}], "key_id": "q-1"},
+      "sources": [{"id": "github", "dedupe": "github"}, {"id": "stripe", "dedupe": "stripe"}]}"#;
+    let cfg = hookstamp::config::load(SEALED).unwrap().config;
+    let client = [
+        ("x-request-id", "req-1"),
+        ("signature-input", "hookstamp=(\"@method\");created=1"),
+        ("Signature", "hookstamp=:AAAA:"),
+        ("content_digest", "sha-256=:AAAA:"),
+        ("Signature_Input", "evil"),
+    ];
+    for (path, body) in [("/webhooks/github", &b""[..]), ("/webhooks/stripe", EVENT)] {
+        let (mut vm, mut host) = boot(SEALED);
+        let h = post(path, &client);
+        start(&mut vm, &mut host, 2, &h, body.is_empty());
+        if !body.is_empty() {
+            chunk(&mut vm, &mut host, 2, body, true);
+        }
+        let added: Vec<(String, String)> = host
+            .headers
+            .iter()
+            .filter(|(n, _)| n.starts_with("x-hookstamp-") || hookstamp::seal::client_field(n) != 0)
+            .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
+            .collect();
+        // The CLI's decision for the same request at the same second.
+        let d = hookstamp::decide::decide(&cfg, "POST", path, &h, body, 1000);
+        let hookstamp::decide::Outcome::Forward { stamped, .. } = d.outcome else {
+            panic!("{path}: {:?}", d.outcome)
+        };
+        let want: Vec<(String, String)> = stamped
+            .headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.to_string()))
+            .collect();
+        assert_eq!(added, want, "{path}");
+        let names: Vec<&str> = want.iter().map(|(n, _)| n.as_str()).collect();
+        let seal = &names[names.len() - if body.is_empty() { 2 } else { 3 }..];
+        assert_eq!(
+            seal,
+            &["content-digest", "signature-input", "signature"][3 - seal.len()..],
+            "{path}"
+        );
+        let input = &want[names.len() - 2].1;
+        assert!(
+            input.starts_with("hookstamp=(\"@method\" \"@path\" \"@query\" \"x-hookstamp-source\"")
+        );
+        assert!(
+            input.contains(";created=1000;expires=1300;nonce=\""),
+            "{input}"
+        );
+        assert!(input.ends_with(";alg=\"hmac-sha256\";keyid=\"q-1\";tag=\"hookstamp\""));
+    }
+}

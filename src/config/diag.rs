@@ -12,6 +12,8 @@ use std::fmt;
 pub enum Scope {
     /// The configuration as a whole, or a top-level field.
     Config,
+    /// The stamp seal (`seal`).
+    Seal,
     /// A source without a usable id, by its place in the list.
     SourceAt(usize),
     /// A source, by id.
@@ -87,6 +89,7 @@ impl fmt::Display for Scope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Scope::Config => write!(f, "config"),
+            Scope::Seal => write!(f, "seal"),
             Scope::SourceAt(i) => write!(f, "source #{i}"),
             Scope::Source(id) => write!(f, "source '{id}'"),
             Scope::Dedupe(id) => write!(f, "source '{id}' dedupe"),

@@ -11,6 +11,7 @@ mod handshake;
 mod keys;
 mod reads;
 mod scheme;
+mod seal;
 mod secrets;
 mod sink;
 mod source;
@@ -97,12 +98,25 @@ pub struct Config {
     /// The longest body a streamed request may send: past it, 413 and the
     /// upstream request reset.
     pub max_stream_bytes: u64,
-    /// The stamp seal's keys (the first seals), if the queue wants sealed
-    /// stamps (see `seal`).
-    pub seal: Option<Vec<crate::verify::Secret>>,
+    /// The stamp seal, if the queue wants sealed stamps (see `seal`).
+    pub seal: Option<Seal>,
     pub delivery: Delivery,
     pub sources: Vec<Source>,
     by_id: HashMap<String, usize>,
+}
+
+/// The stamp seal (see `seal`): an HTTP message signature over the
+/// request and its stamps.
+#[derive(Debug, Clone)]
+pub struct Seal {
+    /// The keys, the first of which seals (the queue accepts any, for
+    /// rotation).
+    pub keys: Vec<crate::verify::Secret>,
+    /// The signature's `keyid`: a name for the sealing key, never the key.
+    pub key_id: String,
+    /// How long a seal is good for: its `expires` is its `created` plus
+    /// this many seconds.
+    pub expires_s: u64,
 }
 
 /// One webhook source.

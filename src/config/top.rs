@@ -91,7 +91,7 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         d,
     );
     let affinity = flag(obj, "affinity", &Scope::Config, d);
-    let seal = field(obj, "seal").and_then(|v| check_seal(v, env, d));
+    let seal = field(obj, "seal").and_then(|v| super::seal::check_seal(v, env, d));
     let ctx = SourceCtx {
         delivery,
         routing,
@@ -100,6 +100,9 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     };
     let (sources, places) = top_sources(obj, &ctx, d);
     let by_id = top_ids(&sources, &places, d);
+    if seal.is_some() {
+        super::seal::check_reads(&sources, d);
+    }
     Some(Config {
         routing,
         prefix,
@@ -246,30 +249,6 @@ fn top_ids(sources: &[Source], places: &[usize], d: &mut Diags) -> HashMap<Strin
         }
     }
     by_id
-}
-
-/// The stamp seal's keys: `{"keys": [{"env": NAME}, ...]}`, the first the
-/// filter seals with (the queue accepts any, for rotation).
-fn check_seal(v: &Value, env: Env, d: &mut Diags) -> Option<Vec<crate::verify::Secret>> {
-    let Some(obj) = v.as_object() else {
-        d.push(
-            &Scope::Config,
-            "not_an_object",
-            "seal must be an object: {\"keys\": [{\"env\": NAME}, ...]}",
-        );
-        return None;
-    };
-    unknown_fields(obj, &["keys"], &Scope::Config, d);
-    let Some(Value::Array(list)) = field(obj, "keys") else {
-        d.push(
-            &Scope::Config,
-            "missing_secrets",
-            "seal.keys is required: a list of {\"env\": NAME}",
-        );
-        return None;
-    };
-    let keys = super::secrets::secret_list(list, "seal.keys", false, &Scope::Config, env, d);
-    (!keys.is_empty()).then_some(keys)
 }
 
 /// A prefix whose canonical spelling is its normalised view, lowercase

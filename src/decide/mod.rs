@@ -9,7 +9,6 @@
 use crate::config::{Config, Source};
 use crate::reply::{self, Reply};
 use crate::route::{self, Route, Target};
-use crate::stamps;
 use crate::verify::{Failure, OnFailure, Reason, Request};
 use std::borrow::Cow;
 
@@ -17,7 +16,11 @@ mod offered;
 mod stamp;
 
 pub use offered::{offered, Offered};
-pub use stamp::{stamp, Stamped, MAX_EVENT_TYPE};
+pub use stamp::{stamp, Stamp, Stamped, MAX_EVENT_TYPE};
+
+/// The header whose value makes each request's seal nonce its own (Envoy
+/// gives every request one).
+pub const REQUEST_ID: &str = "x-request-id";
 
 /// The request body as the filter saw it.
 #[derive(Debug, Clone, Copy)]
@@ -113,9 +116,11 @@ pub struct Facts<'a, 'k> {
     /// (`sha256`) and the seal's.
     pub body_hash: Option<[u8; 32]>,
     pub stream: Stream,
-    /// The method and the path as sent, which the seal covers.
+    /// The method and the path as sent, which the seal covers, and the
+    /// request's `x-request-id` (empty if none), which its nonce reads.
     pub method: &'k str,
     pub path: &'k str,
+    pub request_id: &'k [u8],
 }
 
 /// The outcome of a routed request, in the one order every caller
@@ -248,6 +253,7 @@ where
         },
         method,
         path,
+        request_id: crate::pairs::first_header(headers, REQUEST_ID).unwrap_or_default(),
     };
     let outcome = conclude(cfg, &facts, || now_s);
     Decision {
@@ -279,27 +285,42 @@ fn post_handshake(target: &Target<'_>, body: Body<'_>, verified: Option<bool>) -
     }
 }
 
-/// Adds the seal, last, where the config has a seal key: over the method,
-/// the path as sent, every stamp and the held body's hash (see `seal`).
+/// Adds the seal, last, where the config has one: its `content-digest`
+/// (a held body's), `signature-input` and `signature`, over the method, the
+/// path as sent, every stamp and the held body's hash (see `seal`).
 fn add_seal(
     cfg: &Config,
     now_s: impl FnOnce() -> u64,
     f: &Facts<'_, '_>,
     stamped: &mut Stamped<'_>,
 ) {
-    let Some(key) = cfg.seal.as_ref().and_then(|k| k.first()) else {
+    let Some((seal, secret)) = cfg.seal.as_ref().and_then(|s| Some((s, s.keys.first()?))) else {
         return;
     };
-    let stamps = stamped.headers.iter().map(|(n, v)| (*n, v.as_ref()));
-    let value = crate::seal::seal(
-        &key.0,
-        now_s(),
-        f.method,
-        f.path,
-        stamps,
+    let created = now_s();
+    let key = crate::seal::Key {
+        secret: &secret.0,
+        id: &seal.key_id,
+        created,
+        expires: created.saturating_add(seal.expires_s),
+    };
+    let request = Request {
+        method: f.method,
+        path: f.path,
+    };
+    let fields = crate::seal::seal(
+        &key,
+        &request,
+        f.request_id,
+        &stamped.headers,
         f.body_hash.as_ref(),
     );
-    stamped.headers.push((stamps::SEAL, Cow::Owned(value)));
+    let h = &mut stamped.headers;
+    if let Some(digest) = fields.content_digest {
+        h.push((crate::seal::CONTENT_DIGEST, Cow::Owned(digest)));
+    }
+    h.push((crate::seal::SIGNATURE_INPUT, Cow::Owned(fields.input)));
+    h.push((crate::seal::SIGNATURE, Cow::Owned(fields.signature)));
 }
 
 /// The values of the headers `src`'s keys read (its header table), each

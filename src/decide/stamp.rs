@@ -16,6 +16,9 @@ use super::{offered, Body};
 /// An event type longer than this is stamped as its hash (as a lane key).
 pub const MAX_EVENT_TYPE: usize = 128;
 
+/// A header the filter adds: its name and value.
+pub type Stamp<'a> = (&'a str, Cow<'a, str>);
+
 /// The stamps for one request, and what the metrics need to know. Names
 /// and values borrow from the config and the request where they can: a
 /// stamp is copied only when it is built (the idempotency key, a lane id)
@@ -23,7 +26,7 @@ pub const MAX_EVENT_TYPE: usize = 128;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stamped<'a> {
     /// The stamp headers, in contract order.
-    pub headers: Vec<(&'a str, Cow<'a, str>)>,
+    pub headers: Vec<Stamp<'a>>,
     /// The source has dedupe but the request had no key: why.
     pub dedupe_key_missing: Option<Missing>,
     /// Keyed lanes whose key was missing (keyless instead): sink index, why.
@@ -49,7 +52,18 @@ pub struct Stamped<'a> {
     pub dropped: Option<Cow<'a, [u8]>>,
 }
 
-impl Stamped<'_> {
+impl<'a> Stamped<'a> {
+    /// The stamps, and after them the seal's fields (none without a seal):
+    /// every stamp is in the stamp namespace, no seal field is.
+    pub fn split_seal(&self) -> (&[Stamp<'a>], &[Stamp<'a>]) {
+        let at = self
+            .headers
+            .iter()
+            .position(|(n, _)| !n.starts_with(stamps::PREFIX))
+            .unwrap_or(self.headers.len());
+        self.headers.split_at(at)
+    }
+
     /// Marks a streamed request's verified stamp `stream`: its signature is
     /// checked as its body passes, and its completion is the verdict.
     pub fn streamed(&mut self) {

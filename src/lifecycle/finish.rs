@@ -8,8 +8,8 @@
 use super::held::{Check, Held};
 use super::tick::body_timeout;
 use super::{answer_internal, send, Failure, Plugin, WHY_PROPERTY};
-use crate::decide::{self, Body, Facts, Outcome, Stream};
-use crate::host::{HeadersStatus, StreamHost};
+use crate::decide::{self, Body, Facts, Outcome, Stamp, Stream};
+use crate::host::{HeadersStatus, HostResult, StreamHost};
 use crate::metrics::{bump, SourceMetrics};
 use crate::reply::{self, Reply};
 use crate::route::Target;
@@ -158,6 +158,7 @@ fn header_keys<K>(w: &Held<K>) -> Vec<Option<&[u8]>> {
 
 /// What the stamps of a held request need, borrowed from it.
 fn stamping<'a, K>(w: &'a Held<K>, header_keys: &'a [Option<&'a [u8]>]) -> Stamping<'a> {
+    let sealing = w.sealing.as_deref();
     Stamping {
         plugin: &w.plugin,
         source: w.source,
@@ -168,8 +169,10 @@ fn stamping<'a, K>(w: &'a Held<K>, header_keys: &'a [Option<&'a [u8]>]) -> Stamp
         } else {
             Stream::Held
         },
-        method: &w.method,
-        path: &w.path,
+        method: sealing.map_or("", |s| &s.method),
+        path: sealing.map_or("", |s| &s.path),
+        request_id: sealing.map_or(&[], |s| &s.request_id),
+        seal_fields: sealing.map_or(0, |s| s.fields),
         spoofed: w.spoofed,
     }
 }
@@ -185,6 +188,10 @@ pub(super) struct Stamping<'a> {
     pub(super) stream: Stream,
     pub(super) method: &'a str,
     pub(super) path: &'a str,
+    pub(super) request_id: &'a [u8],
+    /// Which of the seal's fields the client sent (see
+    /// `strip::seal_fields_sent`).
+    pub(super) seal_fields: u8,
     pub(super) spoofed: usize,
 }
 
@@ -233,6 +240,7 @@ fn conclude<'a>(
         stream: w.stream,
         method: w.method,
         path: w.path,
+        request_id: w.request_id,
     };
     Ok(decide::conclude(cfg, &facts, || host.now_ms() / 1000))
 }
@@ -258,10 +266,16 @@ fn act(
             .reply()
             .map_or(HeadersStatus::Continue, |r| send(host, &r));
     };
-    for (name, value) in &stamped.headers {
-        if let Err(e) = host.add_request_header(name, value) {
-            return answer_internal(host, Some(plugin), &e.to_string());
-        }
+    // The client's seal fields go once the stamps are in (no stamp reads
+    // them: a configuration whose keys would is refused), and the seal's
+    // own are added in their place.
+    let (stamps, seal) = stamped.split_seal();
+    let added = add(host, stamps).and_then(|()| match seal {
+        [] => Ok(()),
+        _ => strip::seal_fields(host, w.seal_fields).and_then(|()| add(host, seal)),
+    });
+    if let Err(e) = added {
+        return answer_internal(host, Some(plugin), &e.to_string());
     }
     plugin.metrics.stamped(host, w.source, w.spoofed, stamped);
     // Why the request lacks a key, where the access log can print it. The
@@ -273,4 +287,12 @@ fn act(
         let _ = host.set_property(WHY_PROPERTY, why.as_bytes());
     }
     HeadersStatus::Continue
+}
+
+/// Adds headers to the request.
+fn add(host: &mut impl StreamHost, headers: &[Stamp<'_>]) -> HostResult<()> {
+    for (name, value) in headers {
+        host.add_request_header(name, value)?;
+    }
+    Ok(())
 }

@@ -3,7 +3,7 @@
 //! (or streamed: stamped now, its signature checked as the body passes).
 
 use super::finish::{self, Kept, Stamping};
-use super::held::{Check, Held};
+use super::held::{Check, Held, Sealing};
 use super::{send, Failure, Holds, Plugin};
 use crate::decide::{self, Body, Stream};
 use crate::host::{Header, HeadersStatus, StreamHost};
@@ -39,10 +39,23 @@ pub(super) fn on_headers<K: Copy>(
         bump(host, m.spoofed_unrouted, spoofed);
         return Ok(answer_unrouted(host, plugin, &route));
     };
+    // A sealed request's nonce reads its id; the client's own seal fields
+    // give way to the filter's.
+    let sealed = plugin.config.seal.is_some();
     let request = Arrived {
         headers: &headers,
         method: &method,
         path: &path,
+        request_id: if sealed {
+            crate::pairs::first_header(&headers, decide::REQUEST_ID).unwrap_or_default()
+        } else {
+            &[]
+        },
+        seal_fields: if sealed {
+            strip::seal_fields_sent(&headers)
+        } else {
+            0
+        },
         spoofed,
         end_of_stream,
     };
@@ -78,6 +91,8 @@ struct Arrived<'a, 'h> {
     headers: &'a [Header<'h>],
     method: &'a str,
     path: &'a str,
+    request_id: &'a [u8],
+    seal_fields: u8,
     spoofed: usize,
     end_of_stream: bool,
 }
@@ -136,6 +151,8 @@ fn start<K: Copy>(
             stream: Stream::Held,
             method: r.method,
             path: r.path,
+            request_id: r.request_id,
+            seal_fields: r.seal_fields,
             spoofed: r.spoofed,
         };
         return Started::Stamp(finish::stamp_and_forward(
@@ -161,8 +178,6 @@ fn held<K>(
 ) -> Box<Held<K>> {
     let src = target.source;
     let sealed = plugin.config.seal.is_some();
-    // What the seal covers; nothing is kept without one.
-    let kept = |s: &str| if sealed { s.to_owned() } else { String::new() };
     Box::new(Held {
         plugin: plugin.clone(),
         key,
@@ -174,8 +189,14 @@ fn held<K>(
         tenant: target.tenant.to_owned(),
         header_keys: keys.iter().map(|k| k.map(<[u8]>::to_vec)).collect(),
         check,
-        method: kept(r.method),
-        path: kept(r.path),
+        sealing: sealed.then(|| {
+            Box::new(Sealing {
+                method: r.method.to_owned(),
+                path: r.path.to_owned(),
+                request_id: r.request_id.to_vec(),
+                fields: r.seal_fields,
+            })
+        }),
         digest: ((sealed || src.hashes_body) && src.needs_body())
             .then(|| Box::new(<sha2::Sha256 as sha2::Digest>::new())),
         spoofed: r.spoofed,

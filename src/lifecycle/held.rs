@@ -8,6 +8,19 @@ use crate::config::Source;
 use crate::verify::{self, Reason};
 use std::sync::Arc;
 
+/// What a sealed request's seal covers that its stamps do not, and the
+/// client's seal fields it replaces.
+pub struct Sealing {
+    /// The method and the path as sent.
+    pub method: String,
+    pub path: String,
+    /// Its `x-request-id`, which the seal's nonce reads.
+    pub request_id: Vec<u8>,
+    /// Which spellings of the seal's fields the client sent
+    /// (`strip::seal_fields_sent`), removed as the seal is added.
+    pub fields: u8,
+}
+
 /// A request routed to a body source, held until its body is in.
 pub struct Held<K> {
     pub plugin: Arc<Plugin>,
@@ -25,12 +38,10 @@ pub struct Held<K> {
     pub header_keys: Vec<Option<Vec<u8>>>,
     /// Its signature check, for a source with `verify`.
     pub check: Check,
-    /// With a seal key: the method and the path as sent, which the seal
-    /// covers (empty without one), and for a source that reads the body,
-    /// its hash as the chunks pass.
-    pub method: String,
-    pub path: String,
+    /// For a source that reads the body, its hash as the chunks pass.
     pub digest: Option<Box<sha2::Sha256>>,
+    /// With a seal key: what the seal needs of the headers.
+    pub sealing: Option<Box<Sealing>>,
     /// How many stamp headers the client sent (stripped at the headers),
     /// counted in its source's metrics once it is stamped.
     pub spoofed: usize,
@@ -114,8 +125,9 @@ impl<K> Held<K> {
             + std::mem::size_of::<Self>()
             + budget::PER_REQUEST
             + self.tenant.len()
-            + self.method.len()
-            + self.path.len()
+            + self.sealing.as_ref().map_or(0, |s| {
+                std::mem::size_of::<Sealing>() + s.method.len() + s.path.len() + s.request_id.len()
+            })
             + self
                 .digest
                 .as_ref()

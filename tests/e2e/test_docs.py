@@ -54,7 +54,8 @@ INDEX = ROOT / "docs" / "README.md"
 # Placeholders an expected output line may hold, and what each matches.
 PLACEHOLDERS = {
     "{{unix-time}}": r"[0-9]{10}",
-    "{{hex64}}": r"[0-9a-f]{64}",
+    "{{hex32}}": r"[0-9a-f]{32}",
+    "{{base64-32}}": r"[A-Za-z0-9+/]{43}=",
 }
 PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}")
 

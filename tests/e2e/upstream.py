@@ -1,7 +1,8 @@
 """A small upstream that records what it received and answers with it.
 
 The reply body is JSON: the x-hookstamp-* headers in arrival order, the body
-length and its SHA-256, so a curl through Envoy shows the stamps. Run alone
+length and its SHA-256 (and the stamp seal's fields, where there are any),
+so a curl through Envoy shows the stamps. Run alone
 (`python3 tests/e2e/upstream.py --port 8080`) it is the demo upstream of
 `make run`; the Envoy tests start it in-process and read `records`.
 """
@@ -83,10 +84,15 @@ class Handler(BaseHTTPRequestHandler):
             "method": self.command,
             "path": self.path,
             "stamps": stamps,
+            # The stamp seal's fields (RFC 9421, RFC 9530).
+            "seal": [[k.lower(), v] for k, v in self.headers.items() if k.lower() in SEAL_FIELDS],
             "trailers": trailers,
             "body_bytes": len(body),
             "body_sha256": hashlib.sha256(body).hexdigest(),
         }
+        if record["seal"]:
+            # Every header as it came, for the queue's side of a sealed one.
+            record["headers"] = [[k, v] for k, v in self.headers.items()]
         with self.server.lock:
             self.server.count += 1
             record["seq"] = self.server.count
@@ -104,16 +110,26 @@ class Handler(BaseHTTPRequestHandler):
     do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = handle_any
 
 
+SEAL_FIELDS = ("signature-input", "signature", "content-digest")
+
+
 def is_stamp(name):
     """A stamp name as gunicorn and others read it: `_` as `-`, any case."""
     return name.lower().replace("_", "-").startswith("x-hookstamp-")
 
 
 def render(record):
-    """The record as JSON, one stamp a line, for people reading curl output."""
-    head = {k: v for k, v in record.items() if k not in ("stamps", "trailers", "seq")}
-    rows = ",\n".join(f"  {json.dumps(s)}" for s in record["stamps"])
-    return json.dumps(head)[:-1] + ',\n "stamps": [\n' + rows + "\n ]}\n"
+    """The record as JSON, one stamp a line, for people reading curl output;
+    the seal's fields after them, where there are any."""
+    head = {k: v for k, v in record.items() if k not in ("stamps", "trailers", "seq", "seal", "headers")}
+    out = json.dumps(head)[:-1] + ',\n "stamps": [\n' + rows(record["stamps"]) + "\n ]"
+    if record["seal"]:
+        out += ',\n "seal": [\n' + rows(record["seal"]) + "\n ]"
+    return out + "}\n"
+
+
+def rows(pairs):
+    return ",\n".join(f"  {json.dumps(p)}" for p in pairs)
 
 
 def start(port=0):
