@@ -34,11 +34,20 @@ pub fn view(raw: &str) -> Option<Vec<String>> {
 /// resolve), every step of the resolution, and each of those with a leading
 /// `//host` or `/\host` read as an authority (`new URL(path, base)`).
 pub fn under(raw: &str, prefix: &[String]) -> bool {
-    let path = cut_query(raw.as_bytes());
-    if plain(path) {
-        // Every reading is the path as sent: compared without a copy.
-        let mut segs = path.split(|&b| b == b'/').filter(|s| !s.is_empty());
-        return prefix.iter().all(|p| segs.next() == Some(p.as_bytes()));
+    if let Some(path) = plain(raw.as_bytes()) {
+        // Every reading is the path as sent: compared without a copy, its
+        // segments (empty ones skipped) against the prefix's in turn.
+        let mut rest = path;
+        for p in prefix {
+            while let [b'/', tail @ ..] = rest {
+                rest = tail;
+            }
+            match rest.strip_prefix(p.as_bytes()) {
+                Some(after) if after.first().is_none_or(|&b| b == b'/') => rest = after,
+                _ => return false,
+            }
+        }
+        return true;
     }
     let starts = |segs: &[String]| {
         segs.len() >= prefix.len() && segs.iter().zip(prefix).all(|(s, p)| s == p)
@@ -82,19 +91,42 @@ pub fn under(raw: &str, prefix: &[String]) -> bool {
 
 /// A path every server reads as sent: lowercase ASCII letters, digits,
 /// `-`, `_`, `~`, `/` and dots inside segments (no `.` or `..` segment, no
-/// segment ending in a dot), not starting with `//`. Most requests' paths
-/// are plain; the others take every reading.
-fn plain(p: &[u8]) -> bool {
-    let chars = p.iter().all(|&c| {
-        c.is_ascii_lowercase()
-            || c.is_ascii_digit()
-            || matches!(c, b'/' | b'-' | b'_' | b'~' | b'.')
-    });
-    chars
-        && p.first() == Some(&b'/')
-        && !p.starts_with(b"//")
-        && p.split(|&b| b == b'/').all(|s| s.last() != Some(&b'.'))
+/// segment ending in a dot), not starting with `//`, up to its query or
+/// fragment, which it returns. Most requests' paths are plain; the others
+/// take every reading.
+fn plain(raw: &[u8]) -> Option<&[u8]> {
+    if raw.first() != Some(&b'/') || raw.starts_with(b"//") {
+        return None;
+    }
+    // One pass to the query or fragment: every byte allowed, and no
+    // segment ends in a dot (a dot before a slash, or last).
+    let mut prev = b'/';
+    for (i, &c) in raw.iter().enumerate() {
+        if c == b'?' || c == b'#' {
+            return (prev != b'.').then(|| &raw[..i]);
+        }
+        if !PLAIN[usize::from(c)] || (c == b'/' && prev == b'.') {
+            return None;
+        }
+        prev = c;
+    }
+    (prev != b'.').then_some(raw)
 }
+
+/// The bytes of a plain path: lowercase ASCII letters, digits, `-`, `_`,
+/// `~`, `/` and `.`.
+static PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = b.is_ascii_lowercase()
+            || b.is_ascii_digit()
+            || matches!(b, b'/' | b'-' | b'_' | b'~' | b'.');
+        c += 1;
+    }
+    t
+};
 
 /// One step of dot-segment resolution.
 fn resolve(stack: &mut Vec<String>, seg: String) {

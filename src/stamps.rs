@@ -22,13 +22,19 @@ pub const AFFINITY: &str = "x-hookstamp-affinity";
 /// Whether a header name is in the stamp namespace: any casing, and `_`
 /// read as `-` (gunicorn and others fold `x_hookstamp_dedupe_key` into
 /// `X-Hookstamp-Dedupe-Key` for the application).
+#[inline(always)]
 pub fn is_stamp_header(name: &str) -> bool {
     let n = name.as_bytes();
-    n.len() >= PREFIX.len()
-        && n.iter().zip(PREFIX.as_bytes()).all(|(&a, &b)| {
-            let a = if a == b'_' { b'-' } else { a };
-            a.eq_ignore_ascii_case(&b)
-        })
+    // Nearly every name fails at its length or its first byte, here, in
+    // the caller's loop.
+    n.len() >= PREFIX.len() && n[0] | 0x20 == b'x' && in_namespace(n)
+}
+
+fn in_namespace(n: &[u8]) -> bool {
+    n.iter().zip(PREFIX.as_bytes()).all(|(&a, &b)| {
+        let a = if a == b'_' { b'-' } else { a };
+        a.eq_ignore_ascii_case(&b)
+    })
 }
 
 /// The three header names of ordered sink `i`: id, key, group.

@@ -69,15 +69,6 @@ pub struct EnvoyHeader {
     pub value_length: usize,
 }
 
-impl EnvoyHeader {
-    pub const EMPTY: EnvoyHeader = EnvoyHeader {
-        key_ptr: std::ptr::null(),
-        key_length: 0,
-        value_ptr: std::ptr::null(),
-        value_length: 0,
-    };
-}
-
 /// `envoy_dynamic_module_type_module_http_header`: a header the module owns.
 #[repr(C)]
 pub struct ModuleHeader {

@@ -12,6 +12,7 @@ use crate::host::{
     StreamHost,
 };
 use crate::reply::Reply;
+use std::mem::MaybeUninit;
 
 /// `envoy_dynamic_module_type_on_http_filter_request_headers_status` (and
 /// the trailers' status, which numbers its two alike).
@@ -122,6 +123,24 @@ impl ConfigHost for Loader {
 #[derive(Clone, Copy)]
 pub struct Envoy(pub FilterEnvoyPtr);
 
+/// A header name as text. Envoy's codecs admit only token characters in a
+/// name, so this is a check that cannot fail in practice; a short loop,
+/// cheaper than UTF-8 validation for names of a few bytes.
+fn ascii(name: &[u8]) -> Option<&str> {
+    // Eight bytes at a time, then the rest.
+    let words = name.chunks_exact(8);
+    let tail = words.remainder().iter().fold(0u8, |acc, b| acc | b);
+    let high = words.fold(0u64, |acc, w| {
+        acc | u64::from_ne_bytes(w.try_into().unwrap_or([0xff; 8]))
+    });
+    if high & 0x8080_8080_8080_8080 == 0 && tail < 0x80 {
+        // SAFETY: ASCII is UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(name) })
+    } else {
+        None
+    }
+}
+
 impl Envoy {
     /// A header map's entries (`kind`), as views into Envoy's memory.
     fn map<'b>(&self, kind: u32) -> HostResult<Vec<Header<'b>>> {
@@ -131,47 +150,54 @@ impl Envoy {
         if n == 0 {
             return Ok(Vec::new());
         }
-        // Envoy's views, on the stack for a usual request.
-        let mut stack = [EnvoyHeader::EMPTY; 48];
+        // Envoy's views, on the stack for a usual request, left unwritten
+        // for Envoy to fill (zeroing them cost more than reading them).
+        let mut stack = [MaybeUninit::<EnvoyHeader>::uninit(); 24];
         let mut heap = Vec::new();
-        let views: &mut [EnvoyHeader] = if n <= stack.len() {
+        let room: &mut [MaybeUninit<EnvoyHeader>] = if n <= stack.len() {
             &mut stack[..n]
         } else {
-            heap.resize(n, EnvoyHeader::EMPTY);
+            heap.resize(n, MaybeUninit::uninit());
             &mut heap
         };
-        // SAFETY: `views` has room for the `n` headers Envoy reported.
+        // SAFETY: `room` has space for the `n` headers Envoy reported.
         if !unsafe {
-            abi::envoy_dynamic_module_callback_http_get_headers(self.0, kind, views.as_mut_ptr())
+            abi::envoy_dynamic_module_callback_http_get_headers(
+                self.0,
+                kind,
+                room.as_mut_ptr().cast::<EnvoyHeader>(),
+            )
         } {
             return Err(failed(call));
         }
-        views
-            .iter()
-            .map(|h| {
-                // SAFETY: Envoy's views stay valid until the event hook
-                // returns or the header is removed (`strip` drops a view
-                // before it removes its header); the lifetime the caller
-                // gets is the callback's.
-                let (name, value) = unsafe {
-                    (
-                        EnvoyBuffer {
-                            ptr: h.key_ptr,
-                            length: h.key_length,
-                        }
-                        .bytes(),
-                        EnvoyBuffer {
-                            ptr: h.value_ptr,
-                            length: h.value_length,
-                        }
-                        .bytes(),
-                    )
-                };
-                // Envoy's codecs admit only token characters in a name.
-                let name = std::str::from_utf8(name).map_err(|_| failed(call))?;
-                Ok((name, value))
-            })
-            .collect()
+        // SAFETY: Envoy wrote all `n` (the size it reported, on this
+        // thread, with nothing between the two calls).
+        let views = unsafe { &*(std::ptr::from_ref(room) as *const [EnvoyHeader]) };
+        // Collected into a vector of its final size: a `Result`'s collect
+        // would start small and grow.
+        let mut out = Vec::with_capacity(n);
+        for h in views.iter() {
+            // SAFETY: Envoy's views stay valid until the event hook returns
+            // or the header is removed (`strip` drops a view before it
+            // removes its header); the lifetime the caller gets is the
+            // callback's.
+            let (name, value) = unsafe {
+                (
+                    EnvoyBuffer {
+                        ptr: h.key_ptr,
+                        length: h.key_length,
+                    }
+                    .bytes(),
+                    EnvoyBuffer {
+                        ptr: h.value_ptr,
+                        length: h.value_length,
+                    }
+                    .bytes(),
+                )
+            };
+            out.push((ascii(name).ok_or_else(|| failed(call))?, value));
+        }
+        Ok(out)
     }
 
     fn remove(&self, kind: u32, name: &str) -> HostResult<()> {

@@ -8,9 +8,10 @@
 //!   filter), its counters and gauges defined in Envoy, and shared by every
 //!   worker as an `Arc`, the pointer Envoy keeps;
 //! - each worker has its `Instance` of it (`worker`), made by its first
-//!   stream of the configuration and dropped with its last, so that a
-//!   configuration Envoy destroyed (its secrets with it) goes with the last
-//!   stream that used it;
+//!   stream of the configuration and kept while Envoy keeps the
+//!   configuration; once Envoy destroyed it, the worker lets it go at its
+//!   next stream, so that the configuration (its secrets with it) goes with
+//!   the last stream that used it;
 //! - a stream (`filter_new`) is a `Filter`, which owns its `Request` and is
 //!   the pointer Envoy keeps for it; Envoy's per-stream pointer is the
 //!   request's key, by which the tick answers it (`envoy::Envoy`);
@@ -32,6 +33,7 @@ use crate::metrics::bump;
 use abi::{EnvoyBuffer, EnvoyHeader, FilterEnvoyPtr};
 use envoy::{data_status, headers_status, log, Envoy, Loader};
 use std::ffi::c_void;
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -161,6 +163,8 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(config: *co
     let config = unsafe { Arc::from_raw(config.cast::<Plugin>()) };
     barrier("config_destroy", || {
         probe::fire("config_destroy");
+        // Each worker lets its instance go at its next stream.
+        config.retire();
         drop(config);
     });
 }
@@ -174,11 +178,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
         return std::ptr::null();
     }
     // SAFETY: `config` is a live `Arc<Plugin>` (Envoy destroys the
-    // configuration only after its filters); this takes one more reference.
-    let plugin = unsafe {
-        Arc::increment_strong_count(config.cast::<Plugin>());
-        Arc::from_raw(config.cast::<Plugin>())
-    };
+    // configuration only after its filters), borrowed here: its count is
+    // left as it is (an instance made for it takes its own reference).
+    let plugin = ManuallyDrop::new(unsafe { Arc::from_raw(config.cast::<Plugin>()) });
     let request = barrier("filter_new", || {
         probe::fire("filter_new");
         Request::new(Some(worker::instance(&plugin)), envoy)
@@ -216,10 +218,6 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
     s: *const c_void,
     end_of_stream: bool,
 ) -> u32 {
-    // SAFETY: a body hook of a live filter.
-    let size = unsafe {
-        abi::envoy_dynamic_module_callback_http_get_body_size(envoy, abi::RECEIVED_REQUEST_BODY)
-    };
     // SAFETY: Envoy passes the pointer `filter_new` returned.
     unsafe {
         on_stream(
@@ -228,11 +226,23 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
             s,
             data_status(DataStatus::StopNoBuffer),
             |f, host| {
+                if f.request.passes_body() {
+                    return data_status(DataStatus::Continue);
+                }
+                let size = received_body_size(envoy);
                 let status = f.request.on_body(host, size, end_of_stream);
                 ticks_after(f, envoy);
                 data_status(status)
             },
         )
+    }
+}
+
+/// The size of the request body Envoy has buffered for a body hook.
+fn received_body_size(envoy: FilterEnvoyPtr) -> usize {
+    // SAFETY: called only inside a body hook of a live filter.
+    unsafe {
+        abi::envoy_dynamic_module_callback_http_get_body_size(envoy, abi::RECEIVED_REQUEST_BODY)
     }
 }
 

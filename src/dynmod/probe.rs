@@ -27,10 +27,15 @@ fn armed() -> &'static Option<Mutex<Vec<String>>> {
 }
 
 /// Panics here once when `hook` is armed.
+#[inline]
 pub fn fire(hook: &str) {
-    if !ANY.load(Ordering::Relaxed) {
-        return;
+    if ANY.load(Ordering::Relaxed) {
+        fire_armed(hook);
     }
+}
+
+#[cold]
+fn fire_armed(hook: &str) {
     let Some(hooks) = armed() else {
         ANY.store(false, Ordering::Relaxed);
         return;

@@ -1,6 +1,7 @@
 //! What one Envoy worker thread keeps: its instance of each configuration
-//! (found by the configuration's `Arc`, dropped with the worker's last
-//! stream of it), and the stream whose scheduler carries its ticks.
+//! (found by the configuration's `Arc`, kept while Envoy keeps the
+//! configuration, then dropped with the worker's last stream of it), and
+//! the stream whose scheduler carries its ticks.
 //!
 //! The ABI has no timer: a thread of the module's own posts an event every
 //! tick period to one live stream of each worker that holds requests
@@ -23,6 +24,11 @@ struct Worker {
     /// Its instances, each alive while a stream of it is: a weak reference
     /// does not keep a configuration (or its secrets) past its last stream.
     instances: Vec<Weak<Inst>>,
+    /// The instances of the configurations Envoy still has, kept between
+    /// streams (one connection's requests one after another would
+    /// otherwise make and drop one each); let go once Envoy destroyed
+    /// their configuration (`Plugin::retire`), at the worker's next stream.
+    kept: Vec<Rc<Inst>>,
     /// The stream whose scheduler carries this thread's ticks.
     ticker: Option<(FilterEnvoyPtr, SchedulerPtr)>,
 }
@@ -35,17 +41,27 @@ thread_local! {
 pub fn instance(plugin: &Arc<Plugin>) -> Rc<Inst> {
     WORKER.with(|w| {
         let mut w = w.borrow_mut();
+        if w.kept.iter().any(|i| i.plugin().is_retired()) {
+            w.kept.retain(|i| !i.plugin().is_retired());
+        }
+        if let Some(i) = w.kept.iter().find(|i| Arc::ptr_eq(i.plugin(), plugin)) {
+            return i.clone();
+        }
         w.instances.retain(|i| i.strong_count() > 0);
         let found = w
             .instances
             .iter()
             .filter_map(Weak::upgrade)
             .find(|i| Arc::ptr_eq(i.plugin(), plugin));
-        found.unwrap_or_else(|| {
+        let i = found.unwrap_or_else(|| {
             let i = Instance::new(plugin.clone());
             w.instances.push(Rc::downgrade(&i));
             i
-        })
+        });
+        if !plugin.is_retired() {
+            w.kept.push(i.clone());
+        }
+        i
     })
 }
 

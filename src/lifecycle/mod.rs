@@ -50,6 +50,11 @@ pub struct Plugin {
     gauges_set: bool,
     /// Whether the hint about allow_on_headers_stop_iteration was logged.
     hinted: AtomicBool,
+    /// Whether a worker running it needs the tick (`ticks`), found at load.
+    ticks: bool,
+    /// Whether the proxy let the configuration go (an adapter that keeps
+    /// an instance per worker then lets that go with its last stream).
+    retired: AtomicBool,
 }
 
 impl Plugin {
@@ -67,7 +72,8 @@ impl Plugin {
             host.log(Level::Warn, w);
         }
         let config = loaded.config;
-        if config.sources.iter().any(|s| s.needs_body() || s.streams()) {
+        let ticks = config.sources.iter().any(|s| s.needs_body() || s.streams());
+        if ticks {
             // Deadlines are checked on the tick too: a stalled body sends
             // no chunk that could notice it.
             if let Err(e) = host.set_tick_period_ms(TICK_MS) {
@@ -89,16 +95,24 @@ impl Plugin {
             metrics,
             gauges_set,
             hinted: AtomicBool::new(false),
+            ticks,
+            retired: AtomicBool::new(false),
         })
+    }
+
+    /// The proxy let it go: no new stream will use it.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
     }
 
     /// Whether a worker running it needs the tick (a source that waits for
     /// a body, or streams one).
     pub fn ticks(&self) -> bool {
-        self.config
-            .sources
-            .iter()
-            .any(|s| s.needs_body() || s.streams())
+        self.ticks
     }
 }
 
@@ -225,6 +239,10 @@ impl<K> Holds<K> {
 
     /// Lets a held request go, its bytes given back to the budget.
     fn release(&mut self, serial: u64) -> Option<Box<Held<K>>> {
+        // Most requests were never held: no hash to compute.
+        if self.requests.is_empty() {
+            return None;
+        }
         let w = self.requests.remove(&serial)?;
         let pool = if w.streaming {
             &mut self.streamed
@@ -323,6 +341,13 @@ impl<K: Copy> Request<K> {
             .filter(|_| self.phase != Phase::Answered)
     }
 
+    /// Whether its body passes untouched: it is neither held (nor
+    /// streamed before its verdict) nor answered. Most requests' bodies:
+    /// an adapter need not even read their size.
+    pub fn passes_body(&self) -> bool {
+        self.phase == Phase::Open
+    }
+
     /// A body callback: `size` new bytes.
     pub fn on_body(
         &mut self,
@@ -330,6 +355,10 @@ impl<K: Copy> Request<K> {
         size: usize,
         end_of_stream: bool,
     ) -> DataStatus {
+        if self.passes_body() {
+            // Stamped at its headers, passed, or let go: nothing to do.
+            return DataStatus::Continue;
+        }
         let Some(inst) = self.unanswered() else {
             return DataStatus::StopNoBuffer;
         };
