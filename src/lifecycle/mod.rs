@@ -8,8 +8,10 @@
 //!   uses it (its secrets zeroed as they go);
 //! - an `Instance`: that plugin on one worker, with the requests it holds
 //!   for their body, each charged to its pools (`budget::Pool`), and the
-//!   tick that answers the late and the slow ones; it lives as long as the
-//!   worker's streams of that configuration do;
+//!   tick that answers the late and the slow ones; the adapter keeps it
+//!   while the proxy keeps the configuration, and lets it go with the
+//!   worker's last stream of it once the proxy let the configuration go
+//!   (`Plugin::retire`);
 //! - a `Request`: one stream, owned by the adapter (`filter`, `dynmod`),
 //!   which calls its callbacks with that stream's `StreamHost`.
 //!
