@@ -23,6 +23,9 @@ const GITHUB: &str = r#"{"prefix": "/webhooks", "sources": [{"id": "github", "de
     {"type": "kafka", "ordered": true, "ordering_key": {"header": "x-github-hook-id"}}]}]}"#;
 const STRIPE: &str = r#"{"prefix": "/webhooks", "sources": [{"id": "stripe", "dedupe": "stripe", "sinks": [
     {"type": "sqs", "ordered": true, "ordering_key": {"json": "data.object.customer"}}]}]}"#;
+const VERIFIED: &str = r#"{"prefix": "/webhooks", "sources": [{"id": "stripe", "dedupe": "stripe",
+    "verify": {"scheme": "stripe", "secrets": [{"value": "whsec_bench_stripe_secret"}], "tolerance_s": 3600},
+    "sinks": [{"type": "sqs", "ordered": true, "ordering_key": {"json": "data.object.customer"}}]}]}"#;
 const NONE: &str = r#"{"prefix": "/elsewhere", "sources": [{"id": "github", "dedupe": "github"}]}"#;
 
 /// bench_envoy.py's `event(size)`.
@@ -115,6 +118,17 @@ impl StreamHost for Lean {
 
 mod flood;
 
+/// bench_envoy.py's `stripe_signature`: the Lean host's clock, (v)'s secret.
+fn stripe_signature(body: &[u8]) -> &'static str {
+    use hmac::Mac;
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(b"whsec_bench_stripe_secret")
+        .expect("any key length");
+    m.update(b"1700000000.");
+    m.update(body);
+    let hex = hex::encode(m.finalize().into_bytes());
+    Box::leak(format!("t=1700000000,v1={hex}").into_boxed_str())
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -128,9 +142,14 @@ fn main() {
     let (config, path, body) = match row {
         "b" => (NONE, "/webhooks/github", b"{}".to_vec()),
         "c" => (GITHUB, "/webhooks/github", b"{}".to_vec()),
-        "d" => (STRIPE, "/webhooks/stripe", event(1024)),
-        other => panic!("no row {other}: b, c or d"),
+        "d" | "v" => (
+            if row == "d" { STRIPE } else { VERIFIED },
+            "/webhooks/stripe",
+            event(1024),
+        ),
+        other => panic!("no row {other}: b, c, d or v"),
     };
+    let signature = stripe_signature(&body);
     let len: &'static str = Box::leak(body.len().to_string().into_boxed_str());
     let path: &'static str = path;
     let headers: Vec<Header<'static>> = vec![
@@ -143,6 +162,7 @@ fn main() {
         ("x-github-delivery", b"d-1"),
         ("x-github-hook-id", b"h-1"),
         ("content-length", len.as_bytes()),
+        ("stripe-signature", signature.as_bytes()),
     ];
     let mut host = Lean {
         headers,

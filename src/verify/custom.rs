@@ -56,8 +56,8 @@ impl Custom {
             .strip_prefix(self.prefix.as_str())
             .ok_or_else(|| Failure::form(&self.header, "the configured prefix is missing"))?;
         match self.encoding {
-            Encoding::Hex => hex::decode(enc.trim())
-                .map_err(|_| Failure::form(&self.header, "not hex after the prefix")),
+            Encoding::Hex => super::unhex(enc.trim())
+                .ok_or_else(|| Failure::form(&self.header, "not hex after the prefix")),
             Encoding::Base64 => STANDARD
                 .decode(enc.trim())
                 .map_err(|_| Failure::form(&self.header, "not base64 after the prefix")),

@@ -16,8 +16,7 @@ pub(super) fn discord(h: &Headers<'_, '_>) -> Result<Plan, Failure> {
     const T: &str = "x-signature-timestamp";
     let sig = h.text(H)?;
     let ts = h.text(T)?;
-    let sig = hex::decode(sig.trim())
-        .ok()
+    let sig = super::unhex(sig.trim())
         .and_then(|b| signature(&b))
         .ok_or_else(|| Failure::form(H, "<hex>: 64 bytes of Ed25519 signature"))?;
     h.fresh(T, ts, false)?;

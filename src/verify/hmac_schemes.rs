@@ -21,7 +21,7 @@ pub(super) fn stripe(h: &Headers<'_, '_>) -> Result<Plan, Failure> {
     for item in value.split(',') {
         match item.trim().split_once('=') {
             Some(("t", v)) if t.is_none() => t = Some(v),
-            Some(("v1", v)) => sigs.extend(hex::decode(v).ok()),
+            Some(("v1", v)) => sigs.extend(super::unhex(v)),
             _ => {}
         }
     }
@@ -47,7 +47,7 @@ pub(super) fn github(h: &Headers<'_, '_>) -> Result<Plan, Failure> {
         .text(H)?
         .strip_prefix("sha256=")
         .ok_or_else(|| Failure::form(H, "sha256=<hex>: no sha256= prefix"))?;
-    let sig = hex::decode(sig).map_err(|_| Failure::form(H, "sha256=<hex>: not hex"))?;
+    let sig = super::unhex(sig).ok_or_else(|| Failure::form(H, "sha256=<hex>: not hex"))?;
     Ok(Plan::hmac(Algorithm::Sha256, Vec::new(), vec![sig]))
 }
 
@@ -78,7 +78,7 @@ pub(super) fn slack(h: &Headers<'_, '_>) -> Result<Plan, Failure> {
             Failure::form(H, "v0=<hex>: no v0= prefix")
         })
     })?;
-    let sig = hex::decode(sig).map_err(|_| Failure::form(H, "v0=<hex>: not hex"))?;
+    let sig = super::unhex(sig).ok_or_else(|| Failure::form(H, "v0=<hex>: not hex"))?;
     h.fresh(T, ts, false)?;
     Ok(Plan::hmac(
         Algorithm::Sha256,

@@ -241,3 +241,12 @@ fn long_signature_lists_are_refused_before_any_work() {
         .is_ok());
     malformed(&sw, &keys, &sw_headers(format!("{v1a} {v1a}")));
 }
+
+#[test]
+fn unhex_is_hex_decode() {
+    for s in [
+        "", "00", "0aFf", "deadBEEF", "0", "0g", "zz", "é1", "123", "ff00",
+    ] {
+        assert_eq!(super::unhex(s), hex::decode(s).ok(), "{s:?}");
+    }
+}
