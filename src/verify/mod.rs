@@ -36,7 +36,7 @@ pub const MAX_SIGNATURE_ENTRIES: usize = 8;
 /// times as much.
 pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     let mut out = Vec::with_capacity(b.len() / 2);
