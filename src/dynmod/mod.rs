@@ -218,24 +218,23 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
     s: *const c_void,
     end_of_stream: bool,
 ) -> u32 {
+    let stopped = data_status(DataStatus::StopNoBuffer);
     // SAFETY: Envoy passes the pointer `filter_new` returned.
     unsafe {
-        on_stream(
-            "request_body",
-            envoy,
-            s,
-            data_status(DataStatus::StopNoBuffer),
-            |f, host| {
-                if f.request.passes_body() {
-                    return data_status(DataStatus::Continue);
-                }
-                let size = received_body_size(envoy);
-                let status = f.request.on_body(host, size, end_of_stream);
-                ticks_after(f, envoy);
-                data_status(status)
-            },
-        )
+        on_stream("request_body", envoy, s, stopped, |f, host| {
+            request_body(f, host, envoy, end_of_stream)
+        })
     }
+}
+
+/// A body chunk: a body that passes is not even sized.
+fn request_body(f: &mut Filter, host: &mut Envoy, envoy: FilterEnvoyPtr, eos: bool) -> u32 {
+    if f.request.passes_body() {
+        return data_status(DataStatus::Continue);
+    }
+    let status = f.request.on_body(host, received_body_size(envoy), eos);
+    ticks_after(f, envoy);
+    data_status(status)
 }
 
 /// The size of the request body Envoy has buffered for a body hook.
