@@ -52,10 +52,12 @@ lint: setup            ## rustfmt, and clippy with warnings denied (native, dyna
 	cd benches/noop-filter && cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --lib --features dynamic-module -- -D warnings
+	cargo clippy --features dynamic-module --test dynmod_life -- -D warnings
 	scripts/build-wasm.sh clippy
 
 test-native:           ## the core, the case table and the config error table
 	cargo test
+	cargo test --features dynamic-module --test dynmod_life
 
 test-e2e: setup wasm dynamic-module   ## the same case table through a real Envoy with the built .wasm and .so, and the attacks
 	scripts/build-wasm.sh crash

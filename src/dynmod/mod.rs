@@ -8,10 +8,9 @@
 //!   filter), its counters and gauges defined in Envoy, and shared by every
 //!   worker as an `Arc`, the pointer Envoy keeps;
 //! - each worker has its `Instance` of it (`worker`), made by its first
-//!   stream of the configuration and kept while Envoy keeps the
-//!   configuration; once Envoy destroyed it, the worker lets it go at its
-//!   next stream, so that the configuration (its secrets with it) goes with
-//!   the last stream that used it;
+//!   stream of the configuration and kept between streams, but keeping no
+//!   configuration alive: a configuration Envoy destroyed (its secrets
+//!   with it) goes with the last request that used it;
 //! - a stream (`filter_new`) is a `Filter`, which owns its `Request` and is
 //!   the pointer Envoy keeps for it; Envoy's per-stream pointer is the
 //!   request's key, by which the tick answers it (`envoy::Envoy`);
@@ -101,11 +100,7 @@ fn count_panics(filter: &Filter, host: &mut Envoy) {
     if UNCOUNTED.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let Some(id) = filter
-        .request
-        .instance()
-        .and_then(|i| i.plugin().metrics.panics)
-    else {
+    let Some(id) = filter.request.plugin().and_then(|p| p.metrics.panics) else {
         return;
     };
     bump(host, Some(id), UNCOUNTED.swap(0, Ordering::Relaxed));
@@ -163,8 +158,8 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(config: *co
     let config = unsafe { Arc::from_raw(config.cast::<Plugin>()) };
     barrier("config_destroy", || {
         probe::fire("config_destroy");
-        // Each worker lets its instance go at its next stream.
-        config.retire();
+        // The configuration goes now, or with its last request: a
+        // worker's instance does not keep it.
         drop(config);
     });
 }

@@ -1,7 +1,7 @@
 //! What one Envoy worker thread keeps: its instance of each configuration
-//! (found by the configuration's `Arc`, kept while Envoy keeps the
-//! configuration, then dropped with the worker's last stream of it), and
-//! the stream whose scheduler carries its ticks.
+//! (found by the configuration's `Arc`, kept between streams but keeping
+//! no configuration alive), and the stream whose scheduler carries its
+//! ticks.
 //!
 //! The ABI has no timer: a thread of the module's own posts an event every
 //! tick period to one live stream of each worker that holds requests
@@ -26,8 +26,11 @@ struct Worker {
     instances: Vec<Weak<Inst>>,
     /// The instances of the configurations Envoy still has, kept between
     /// streams (one connection's requests one after another would
-    /// otherwise make and drop one each); let go once Envoy destroyed
-    /// their configuration (`Plugin::retire`), at the worker's next stream.
+    /// otherwise make and drop one each). An instance keeps no
+    /// configuration alive (`Instance::shared`): once Envoy destroyed one
+    /// and its last request ended, the configuration is gone, its secrets
+    /// zeroed, wherever its instances are; the empty instance goes at the
+    /// worker's next stream.
     kept: Vec<Rc<Inst>>,
     /// The stream whose scheduler carries this thread's ticks.
     ticker: Option<(FilterEnvoyPtr, SchedulerPtr)>,
@@ -41,10 +44,10 @@ thread_local! {
 pub fn instance(plugin: &Arc<Plugin>) -> Rc<Inst> {
     WORKER.with(|w| {
         let mut w = w.borrow_mut();
-        if w.kept.iter().any(|i| i.plugin().is_retired()) {
-            w.kept.retain(|i| !i.plugin().is_retired());
+        if w.kept.iter().any(|i| i.is_gone()) {
+            w.kept.retain(|i| !i.is_gone());
         }
-        if let Some(i) = w.kept.iter().find(|i| Arc::ptr_eq(i.plugin(), plugin)) {
+        if let Some(i) = w.kept.iter().find(|i| i.serves(plugin)) {
             return i.clone();
         }
         w.instances.retain(|i| i.strong_count() > 0);
@@ -52,15 +55,13 @@ pub fn instance(plugin: &Arc<Plugin>) -> Rc<Inst> {
             .instances
             .iter()
             .filter_map(Weak::upgrade)
-            .find(|i| Arc::ptr_eq(i.plugin(), plugin));
+            .find(|i| i.serves(plugin));
         let i = found.unwrap_or_else(|| {
-            let i = Instance::new(plugin.clone());
+            let i = Instance::shared(plugin);
             w.instances.push(Rc::downgrade(&i));
             i
         });
-        if !plugin.is_retired() {
-            w.kept.push(i.clone());
-        }
+        w.kept.push(i.clone());
         i
     })
 }
@@ -68,7 +69,7 @@ pub fn instance(plugin: &Arc<Plugin>) -> Rc<Inst> {
 /// After a callback: the first stream of a worker that holds a request
 /// carries the worker's ticks.
 pub fn keep_ticking(inst: &Inst, envoy: FilterEnvoyPtr) {
-    if !inst.plugin().ticks() || inst.holding().is_none_or(|(n, _)| n == 0) {
+    if !inst.ticks() || inst.holding().is_none_or(|(n, _)| n == 0) {
         return;
     }
     WORKER.with(|w| {

@@ -8,10 +8,9 @@
 //!   uses it (its secrets zeroed as they go);
 //! - an `Instance`: that plugin on one worker, with the requests it holds
 //!   for their body, each charged to its pools (`budget::Pool`), and the
-//!   tick that answers the late and the slow ones; the adapter keeps it
-//!   while the proxy keeps the configuration, and lets it go with the
-//!   worker's last stream of it once the proxy let the configuration go
-//!   (`Plugin::retire`);
+//!   tick that answers the late and the slow ones; it never keeps its
+//!   plugin alive (the proxy's reference does, and each request's), so an
+//!   adapter may keep it between streams;
 //! - a `Request`: one stream, owned by the adapter (`filter`, `dynmod`),
 //!   which calls its callbacks with that stream's `StreamHost`.
 //!
@@ -28,7 +27,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 mod body;
 mod finish;
@@ -54,9 +53,6 @@ pub struct Plugin {
     hinted: AtomicBool,
     /// Whether a worker running it needs the tick (`ticks`), found at load.
     ticks: bool,
-    /// Whether the proxy let the configuration go (an adapter that keeps
-    /// an instance per worker then lets that go with its last stream).
-    retired: AtomicBool,
 }
 
 impl Plugin {
@@ -98,17 +94,7 @@ impl Plugin {
             gauges_set,
             hinted: AtomicBool::new(false),
             ticks,
-            retired: AtomicBool::new(false),
         })
-    }
-
-    /// The proxy let it go: no new stream will use it.
-    pub fn retire(&self) {
-        self.retired.store(true, Ordering::Relaxed);
-    }
-
-    pub fn is_retired(&self) -> bool {
-        self.retired.load(Ordering::Relaxed)
     }
 
     /// Whether a worker running it needs the tick (a source that waits for
@@ -133,7 +119,17 @@ fn refuse<T>(host: &mut impl ConfigHost, errs: &[String]) -> Option<T> {
 /// the adapter's handle for a stream, kept with each held request so that
 /// the tick can answer it (`host::Streams`).
 pub struct Instance<K> {
-    plugin: Arc<Plugin>,
+    /// Its plugin, which the instance never keeps alive: the proxy's
+    /// reference does, and each request's, and each held request's. An
+    /// adapter that keeps an instance between streams (the dynamic
+    /// module's worker) so keeps no configuration, nor its secrets, past
+    /// the proxy's letting it go.
+    plugin: Weak<Plugin>,
+    /// The plugin, where the instance is its owner (the Wasm filter's root
+    /// context, a benchmark): `Instance::new`.
+    _owned: Option<Arc<Plugin>>,
+    /// Whether its plugin needs the tick (`Plugin::ticks`).
+    ticks: bool,
     holds: RefCell<Holds<K>>,
     /// Each request's number on this instance: never reused, never wraps
     /// (2^64 requests).
@@ -157,10 +153,23 @@ struct Holds<K> {
 }
 
 impl<K: Copy> Instance<K> {
+    /// An instance that owns its plugin.
     pub fn new(plugin: Arc<Plugin>) -> Rc<Self> {
+        Self::make(&plugin, Some(plugin.clone()))
+    }
+
+    /// An instance of a plugin the proxy owns: it lives while a reference
+    /// to it does elsewhere (the proxy's, a request's).
+    pub fn shared(plugin: &Arc<Plugin>) -> Rc<Self> {
+        Self::make(plugin, None)
+    }
+
+    fn make(plugin: &Arc<Plugin>, owned: Option<Arc<Plugin>>) -> Rc<Self> {
         let gauges_set = plugin.gauges_set;
         Rc::new(Instance {
-            plugin,
+            plugin: Arc::downgrade(plugin),
+            _owned: owned,
+            ticks: plugin.ticks,
             holds: RefCell::new(Holds {
                 requests: HashMap::new(),
                 pool: Pool::default(),
@@ -172,8 +181,24 @@ impl<K: Copy> Instance<K> {
         })
     }
 
-    pub fn plugin(&self) -> &Arc<Plugin> {
-        &self.plugin
+    /// Its plugin, while anything keeps it.
+    pub fn plugin(&self) -> Option<Arc<Plugin>> {
+        self.plugin.upgrade()
+    }
+
+    /// Whether it is `plugin`'s.
+    pub fn serves(&self, plugin: &Arc<Plugin>) -> bool {
+        std::ptr::eq(self.plugin.as_ptr(), Arc::as_ptr(plugin))
+    }
+
+    /// Whether its plugin is gone: nothing keeps it any longer.
+    pub fn is_gone(&self) -> bool {
+        self.plugin.strong_count() == 0
+    }
+
+    /// Whether its plugin needs the tick.
+    pub fn ticks(&self) -> bool {
+        self.ticks
     }
 
     /// How many requests it holds for their body, and their bytes; `None`
@@ -261,6 +286,8 @@ pub struct Request<K: Copy> {
     /// Its plugin on this worker; `None` on a filter whose configuration
     /// was refused.
     instance: Option<Rc<Instance<K>>>,
+    /// Its plugin, kept for as long as the request lasts.
+    plugin: Option<Arc<Plugin>>,
     /// The adapter's handle for its stream, for the tick.
     key: K,
     serial: u64,
@@ -283,6 +310,9 @@ enum Phase {
 
 impl<K: Copy> Request<K> {
     pub fn new(instance: Option<Rc<Instance<K>>>, key: K) -> Self {
+        // An instance whose plugin is gone serves nothing: answered 500.
+        let plugin = instance.as_ref().and_then(|i| i.plugin());
+        let instance = instance.filter(|_| plugin.is_some());
         let serial = instance.as_ref().map_or(0, |i| {
             let n = i.next.get();
             i.next.set(n.wrapping_add(1));
@@ -290,6 +320,7 @@ impl<K: Copy> Request<K> {
         });
         Request {
             instance,
+            plugin,
             key,
             serial,
             phase: Phase::Open,
@@ -307,23 +338,26 @@ impl<K: Copy> Request<K> {
         self.instance.as_ref()
     }
 
+    /// Its plugin; `None` on a filter whose configuration was refused.
+    pub fn plugin(&self) -> Option<&Arc<Plugin>> {
+        self.plugin.as_ref()
+    }
+
     /// The headers callback. Fail closed: a request the filter cannot look
     /// at is held, not passed.
     pub fn on_headers(&mut self, host: &mut impl StreamHost, end_of_stream: bool) -> HeadersStatus {
-        let Some(inst) = self.instance.clone() else {
+        let (Some(inst), Some(plugin)) = (self.instance.clone(), self.plugin.clone()) else {
             // Never forward unstamped what an unconfigured filter let by.
             self.phase = Phase::Answered;
             return answer_internal(host, None, "a request on an unconfigured filter");
         };
         if !inst.gauges_set.replace(true) {
-            inst.plugin
-                .metrics
-                .set_gauges(|id, v| host.record_metric(id, v));
+            plugin.metrics.set_gauges(|id, v| host.record_metric(id, v));
         }
         let (serial, key) = (self.serial, self.key);
         let outcome = inst.with(host, |holds, host| {
-            let s = headers::on_headers(host, &inst.plugin, holds, serial, key, end_of_stream)
-                .unwrap_or_else(|e| answer_internal(host, Some(&inst.plugin), &e.to_string()));
+            let s = headers::on_headers(host, &plugin, holds, serial, key, end_of_stream)
+                .unwrap_or_else(|e| answer_internal(host, Some(&plugin), &e.to_string()));
             (s, holds.requests.contains_key(&serial))
         });
         let (status, held) = outcome.unwrap_or((HeadersStatus::StopIteration, false));
@@ -387,7 +421,7 @@ impl<K: Copy> Request<K> {
     /// The trailers callback: strips stamp names from the trailers of every
     /// request; a held body ends here.
     pub fn on_trailers(&mut self, host: &mut impl StreamHost) -> HeadersStatus {
-        let Some(inst) = self.unanswered() else {
+        let (Some(inst), Some(plugin)) = (self.unanswered(), self.plugin.as_ref()) else {
             return HeadersStatus::StopIteration;
         };
         let (serial, phase) = (self.serial, self.phase);
@@ -397,7 +431,7 @@ impl<K: Copy> Request<K> {
                 return HeadersStatus::StopIteration;
             }
             let w = holds.release(serial);
-            finish::on_trailers(host, &inst.plugin, w)
+            finish::on_trailers(host, plugin, w)
         });
         let status = outcome.unwrap_or(HeadersStatus::StopIteration);
         self.phase = match status {
@@ -414,7 +448,7 @@ impl<K: Copy> Request<K> {
     /// the proxy still hands over for it (the adapter's panic barrier).
     pub fn abort(&mut self, host: &mut impl StreamHost) {
         self.phase = Phase::Answered;
-        let plugin = self.instance.as_ref().map(|i| i.plugin.clone());
+        let plugin = self.plugin.clone();
         if let Some(inst) = &self.instance {
             if let Ok(mut holds) = inst.holds.try_borrow_mut() {
                 holds.release(self.serial);

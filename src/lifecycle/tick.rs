@@ -26,8 +26,13 @@ impl<K: Copy> Instance<K> {
         for serial in std::mem::take(&mut *self.ended.borrow_mut()) {
             holds.release(serial);
         }
+        // Nothing is held of a plugin that is gone: a held request keeps
+        // its plugin.
+        let Some(plugin) = self.plugin() else {
+            return false;
+        };
         let now = host.now_ms();
-        let answers = due(&holds, now, &self.plugin.config);
+        let answers = due(&holds, now, &plugin.config);
         let reached = !answers.is_empty();
         for (serial, why) in answers {
             let Some(w) = holds.release(serial) else {
