@@ -1634,13 +1634,16 @@ fn a_stream_below_its_minimum_rate_is_answered_408() {
 /// At most max_streams streams a worker: the next is answered 503 before
 /// anything goes upstream, header sources are never refused for them, and
 /// past three quarters of the bound the tick trims, down to three
-/// quarters: first the trickles (below min_stream_rate after a tenth of
-/// slow_body_ms), then the slowest of those past slow_body_ms; that makes
-/// room for a delivery.
+/// quarters, the slowest first: the trickles (below min_stream_rate after a
+/// tenth of slow_body_ms), and those past slow_body_ms slower than eight
+/// times min_stream_rate; that makes room for a delivery.
 #[test]
 fn streams_are_bounded_and_the_slowest_trimmed_near_the_bound() {
     let sig = github_sig("s", b"{}");
-    for (bytes_each, wait, trimmed_at) in [(10, 100, 400), (100, 450, 550)] {
+    // Trickles: 20 to 90 bytes, below 100 B/s from 50 ms on (2 and 3 by
+    // 350 ms). Slow: 200 to 900 bytes, below 800 B/s from 500 ms on (2 and
+    // 3 by 875 ms, before any is idle at 1 000 ms).
+    for (bytes_each, wait, trimmed_at) in [(10, 100, 400), (100, 700, 900)] {
         let (mut vm, mut host) = boot(STREAMED);
         for ctx in 2..10 {
             start(&mut vm, &mut host, ctx, &streamed(&sig, "1000"), false);
@@ -1760,5 +1763,106 @@ fn a_sealed_request_carries_the_decisions_seal_and_none_of_the_clients() {
             "{input}"
         );
         assert!(input.ends_with(";alg=\"hmac-sha256\";keyid=\"q-1\";tag=\"hookstamp\""));
+    }
+}
+
+/// A config of `max_streams` for the trim's cases: min_stream_rate 100 B/s,
+/// slow_body_ms 500, streams of up to 100 000 bytes.
+fn trim_config(max_streams: u32) -> String {
+    STREAMED
+        .replace(
+            r#""max_streams": 8"#,
+            &format!(r#""max_streams": {max_streams}"#),
+        )
+        .replace(
+            r#""max_stream_bytes": 1000"#,
+            r#""max_stream_bytes": 100000"#,
+        )
+}
+
+/// The trim takes the slowest, never a fast delivery: a valid stream at 40
+/// times min_stream_rate keeps its slot while forgeries that sent a little
+/// ahead and then trickle are trimmed; young forgeries do not push out an
+/// old delivery either.
+#[test]
+fn the_trim_never_takes_a_fast_delivery() {
+    let body = vec![b'x'; 4000];
+    let sig = github_sig("s", &body);
+    let forged = github_sig("not-s", &body);
+    let (mut vm, mut host) = boot(&trim_config(8));
+    start(&mut vm, &mut host, 2, &streamed(&sig, "4000"), false);
+    chunk(&mut vm, &mut host, 2, &body[..200], false);
+    for ctx in 3..9 {
+        start(&mut vm, &mut host, ctx, &streamed(&forged, "100000"), false);
+        chunk(&mut vm, &mut host, ctx, &[b'x'; 120], false);
+    }
+    // The delivery: 200 bytes every 50 ms (4 000 B/s); the forgeries one
+    // byte each at 595 ms, then nothing.
+    for i in 1..18 {
+        host.now_ms += 50;
+        host.context = 2;
+        chunk(&mut vm, &mut host, 2, &body[i * 200..(i + 1) * 200], false);
+        if i == 12 {
+            host.now_ms -= 5;
+            for ctx in 3..9 {
+                chunk(&mut vm, &mut host, ctx, b"x", false);
+            }
+            host.now_ms += 5;
+        }
+        vm.on_tick(&mut host, ROOT);
+    }
+    let answered: Vec<u32> = host.replies.iter().map(|(c, _)| *c).collect();
+    assert!(
+        !answered.contains(&2),
+        "the delivery was trimmed: {answered:?}"
+    );
+    assert_eq!(answered.len(), 1, "one over three quarters: {answered:?}");
+    host.context = 2;
+    assert_eq!(
+        chunk(&mut vm, &mut host, 2, &body[3600..], true),
+        DataStatus::Continue
+    );
+    // Young forgeries and an old delivery.
+    let (mut vm, mut host) = boot(&trim_config(8));
+    start(&mut vm, &mut host, 2, &streamed(&sig, "4000"), false);
+    for i in 0..12 {
+        chunk(&mut vm, &mut host, 2, &body[i * 200..(i + 1) * 200], false);
+        host.now_ms += 50;
+    }
+    for ctx in 3..9 {
+        start(&mut vm, &mut host, ctx, &streamed(&forged, "100000"), false);
+        chunk(&mut vm, &mut host, ctx, &[b'x'; 200], false);
+    }
+    host.now_ms += 5;
+    vm.on_tick(&mut host, ROOT);
+    assert!(host.replies.is_empty(), "{:?}", host.replies);
+}
+
+/// A bound below four keeps three quarters rounded up: a lone stream is
+/// never over it.
+#[test]
+fn a_lone_stream_is_never_trimmed_whatever_the_bound() {
+    let body = vec![b'x'; 2400];
+    let sig = github_sig("s", &body);
+    for max_streams in 1..4 {
+        let (mut vm, mut host) = boot(&trim_config(max_streams));
+        start(&mut vm, &mut host, 2, &streamed(&sig, "2400"), false);
+        for i in 0..12 {
+            host.context = 2;
+            let eos = i == 11;
+            let st = chunk(&mut vm, &mut host, 2, &body[i * 200..(i + 1) * 200], eos);
+            assert_eq!(
+                st,
+                DataStatus::Continue,
+                "max_streams {max_streams}, chunk {i}"
+            );
+            host.now_ms += 50;
+            vm.on_tick(&mut host, ROOT);
+        }
+        assert!(
+            host.replies.is_empty(),
+            "max_streams {max_streams}: {:?}",
+            host.replies
+        );
     }
 }

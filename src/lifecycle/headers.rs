@@ -237,8 +237,14 @@ fn hold_or_finish<K>(
     if !(needs_body || w.streaming) || r.end_of_stream || refused_now {
         return finish::finish(host, *w, Kept::Whole);
     }
-    w.declared = text(r.headers, "content-length").parse::<usize>().ok();
+    let length = text(r.headers, "content-length");
+    w.declared = length.parse::<usize>().ok();
     if w.streaming {
+        // A length that does not parse still holds the last byte back: an
+        // upstream that reads one could be completed by it.
+        if w.declared.is_none() && !length.is_empty() {
+            w.declared = Some(0);
+        }
         return stream(host, holds, serial, w);
     }
     if w.declared.is_some_and(|n| n > cfg.max_json_bytes) {

@@ -103,13 +103,14 @@ impl<K> Held<K> {
     /// min_stream_rate: slow_body_ms after its headers, and a second more
     /// for every min_stream_rate bytes it has sent.
     pub fn rate_deadline(&self) -> u64 {
-        self.rate_deadline_after(self.plugin.config.slow_body_ms)
+        let cfg = &self.plugin.config;
+        self.credit(cfg.slow_body_ms, cfg.min_stream_rate)
     }
 
-    /// The same after a grace of `grace_ms`.
-    pub fn rate_deadline_after(&self, grace_ms: u64) -> u64 {
-        let cfg = &self.plugin.config;
-        let earned = (self.seen_bytes as u64).saturating_mul(1000) / cfg.min_stream_rate.max(1);
+    /// When it falls below `rate` bytes a second on average after a grace
+    /// of `grace_ms` (its rate credit: the later, the faster it came).
+    pub fn credit(&self, grace_ms: u64, rate: u64) -> u64 {
+        let earned = (self.seen_bytes as u64).saturating_mul(1000) / rate.max(1);
         self.started_ms
             .saturating_add(grace_ms)
             .saturating_add(earned)

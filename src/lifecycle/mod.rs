@@ -24,7 +24,7 @@ use crate::host::{ConfigHost, DataStatus, HeadersStatus, HostError, Level, Strea
 use crate::metrics::{bump, Metrics};
 use crate::reply::{self, Reply};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -150,6 +150,9 @@ struct Holds<K> {
     requests: HashMap<u64, Box<Held<K>>>,
     pool: Pool,
     streamed: Pool,
+    /// The streamed requests by their rate credit (`Held::rate_deadline`),
+    /// the slowest first: the order the tick trims them in.
+    by_rate: BTreeSet<(u64, u64)>,
 }
 
 impl<K: Copy> Instance<K> {
@@ -174,6 +177,7 @@ impl<K: Copy> Instance<K> {
                 requests: HashMap::new(),
                 pool: Pool::default(),
                 streamed: Pool::default(),
+                by_rate: BTreeSet::new(),
             }),
             next: Cell::new(1),
             ended: RefCell::default(),
@@ -256,6 +260,7 @@ impl<K> Holds<K> {
     fn hold(&mut self, serial: u64, mut w: Box<Held<K>>) {
         w.charged = w.charge();
         let pool = if w.streaming {
+            self.by_rate.insert((w.rate_deadline(), serial));
             &mut self.streamed
         } else {
             &mut self.pool
@@ -272,6 +277,7 @@ impl<K> Holds<K> {
         }
         let w = self.requests.remove(&serial)?;
         let pool = if w.streaming {
+            self.by_rate.remove(&(w.rate_deadline(), serial));
             &mut self.streamed
         } else {
             &mut self.pool

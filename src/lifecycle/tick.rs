@@ -90,46 +90,74 @@ fn due<K>(holds: &Holds<K>, now: u64, cfg: &Config) -> Vec<(u64, Due)> {
     out
 }
 
-/// How many streamed requests the tick looks at past the last one due,
-/// for those it may trim: bounded work whatever the number open.
+/// How many streamed requests the tick looks at for a trim: bounded work
+/// whatever the number open.
 const STREAMS_SCANNED: usize = 4 * MAX_REPLIES_PER_CALL;
 
-/// The streamed requests the tick answers, in their own order (the
-/// earliest deadline first: a stream's deadline is the soonest of idle,
-/// too long, and too slow for min_stream_rate, so the slowest come first):
-/// those past their deadline, slow where their rate fell below
-/// min_stream_rate; and while more than three quarters of max_streams are
-/// open, until three quarters are, those already below min_stream_rate
-/// after a tenth of the grace (a delivery's body comes at once; a trickle
-/// that holds a slot does not), then the slowest of those past
-/// slow_body_ms.
+/// Near max_streams, a stream past slow_body_ms is trimmed when it came
+/// slower on average than this many times min_stream_rate: a provider's
+/// delivery comes far faster, a forgery that holds a slot must pay this
+/// much for it.
+const TRIM_RATE_FACTOR: u64 = 8;
+
+/// The streamed requests the tick answers: those past their deadline, in
+/// their own order (the soonest of idle, too long, and too slow for
+/// min_stream_rate), slow where their rate fell below min_stream_rate; then
+/// the trim (`trim_streams`).
 fn streams_due<K>(holds: &Holds<K>, now: u64, cfg: &Config, out: &mut Vec<(u64, Due)>) {
-    let mut over = holds.streams().saturating_sub(cfg.max_streams / 4 * 3);
-    let mut scanned = 0;
+    let mut due = 0;
     for (deadline, serial) in holds.streamed.stalest() {
-        if out.len() >= MAX_REPLIES_PER_CALL || scanned >= STREAMS_SCANNED {
+        if out.len() >= MAX_REPLIES_PER_CALL || deadline >= now {
             break;
         }
         let Some(w) = holds.requests.get(&serial) else {
             continue;
         };
-        if deadline < now {
-            let why = if w.rate_deadline() <= now {
-                Due::Slow
-            } else {
-                Due::Late
-            };
-            out.push((serial, why));
-            over = over.saturating_sub(1);
-        } else if over == 0 {
-            break;
+        let why = if w.rate_deadline() <= now {
+            Due::Slow
         } else {
-            scanned += 1;
-            let trickles = w.rate_deadline_after(cfg.slow_body_ms / 10) <= now;
-            if trickles || now.saturating_sub(w.started_ms) >= cfg.slow_body_ms {
-                out.push((serial, Due::Slow));
-                over -= 1;
-            }
+            Due::Late
+        };
+        out.push((serial, why));
+        due += 1;
+    }
+    let keep = cfg.max_streams - cfg.max_streams / 4;
+    let over = holds.streams().saturating_sub(due).saturating_sub(keep);
+    if over > 0 {
+        trim_streams(holds, now, cfg, over, out);
+    }
+}
+
+/// While more than three quarters of max_streams are open, down to three
+/// quarters, the slowest by rate credit first: a trickle (below
+/// min_stream_rate a tenth of slow_body_ms in: a delivery's body comes at
+/// once), or a stream past slow_body_ms slower than TRIM_RATE_FACTOR times
+/// min_stream_rate. A fast stream is never trimmed, however old.
+fn trim_streams<K>(
+    holds: &Holds<K>,
+    now: u64,
+    cfg: &Config,
+    over: usize,
+    out: &mut Vec<(u64, Due)>,
+) {
+    let mut over = over;
+    for (_, serial) in holds.by_rate.iter().take(STREAMS_SCANNED) {
+        if over == 0 || out.len() >= MAX_REPLIES_PER_CALL {
+            break;
+        }
+        let Some(w) = holds.requests.get(serial) else {
+            continue;
+        };
+        if out.iter().any(|(s, _)| s == serial) {
+            continue;
+        }
+        let rate = cfg.min_stream_rate;
+        let trickles = w.credit(cfg.slow_body_ms / 10, rate) <= now;
+        let slow = now.saturating_sub(w.started_ms) >= cfg.slow_body_ms
+            && w.credit(cfg.slow_body_ms, rate.saturating_mul(TRIM_RATE_FACTOR)) <= now;
+        if trickles || slow {
+            out.push((*serial, Due::Slow));
+            over -= 1;
         }
     }
 }
