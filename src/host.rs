@@ -92,6 +92,11 @@ pub trait StreamHost {
     fn request_headers<'b>(&mut self, buf: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>>;
     /// The request trailers, the same way.
     fn request_trailers<'b>(&mut self, buf: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>>;
+    /// Takes back a header list it handed over, the callback done with it:
+    /// a host may keep its allocation for the next one.
+    fn headers_done(&mut self, headers: Vec<Header<'_>>) {
+        drop(headers);
+    }
     fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()>;
     /// Removes every value of a request header.
     fn remove_request_header(&mut self, name: &str) -> HostResult<()>;
@@ -134,6 +139,9 @@ impl<T: StreamHost + ?Sized> StreamHost for &mut T {
     }
     fn request_trailers<'b>(&mut self, buf: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>> {
         (**self).request_trailers(buf)
+    }
+    fn headers_done(&mut self, headers: Vec<Header<'_>>) {
+        (**self).headers_done(headers);
     }
     fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()> {
         (**self).add_request_header(name, value)

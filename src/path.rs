@@ -100,29 +100,44 @@ fn plain(raw: &[u8]) -> Option<&[u8]> {
     }
     // One pass to the query or fragment: every byte allowed, and no
     // segment ends in a dot (a dot before a slash, or last).
-    let mut prev = b'/';
+    let mut after_dot = false;
     for (i, &c) in raw.iter().enumerate() {
-        if c == b'?' || c == b'#' {
-            return (prev != b'.').then(|| &raw[..i]);
+        match CLASS[usize::from(c)] {
+            Class::Plain => after_dot = false,
+            Class::Dot => after_dot = true,
+            Class::Slash if !after_dot => {}
+            Class::End if !after_dot => return Some(&raw[..i]),
+            _ => return None,
         }
-        if !PLAIN[usize::from(c)] || (c == b'/' && prev == b'.') {
-            return None;
-        }
-        prev = c;
     }
-    (prev != b'.').then_some(raw)
+    (!after_dot).then_some(raw)
 }
 
-/// The bytes of a plain path: lowercase ASCII letters, digits, `-`, `_`,
-/// `~`, `/` and `.`.
-static PLAIN: [bool; 256] = {
-    let mut t = [false; 256];
+/// What a byte is to a plain path.
+#[derive(Clone, Copy)]
+enum Class {
+    /// Lowercase ASCII letters, digits, `-`, `_` and `~`.
+    Plain,
+    Dot,
+    Slash,
+    /// `?` or `#`: where the path ends.
+    End,
+    /// Anything else: the path takes every reading.
+    Other,
+}
+
+static CLASS: [Class; 256] = {
+    let mut t = [Class::Other; 256];
     let mut c = 0;
     while c < 256 {
         let b = c as u8;
-        t[c] = b.is_ascii_lowercase()
-            || b.is_ascii_digit()
-            || matches!(b, b'/' | b'-' | b'_' | b'~' | b'.');
+        t[c] = match b {
+            b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'~' => Class::Plain,
+            b'.' => Class::Dot,
+            b'/' => Class::Slash,
+            b'?' | b'#' => Class::End,
+            _ => Class::Other,
+        };
         c += 1;
     }
     t

@@ -25,9 +25,9 @@ pub const AFFINITY: &str = "x-hookstamp-affinity";
 #[inline(always)]
 pub fn is_stamp_header(name: &str) -> bool {
     let n = name.as_bytes();
-    // Nearly every name fails at its length or its first byte, here, in
-    // the caller's loop.
-    n.len() >= PREFIX.len() && n[0] | 0x20 == b'x' && in_namespace(n)
+    // Nearly every name fails at its length or its first three bytes
+    // (`x-h`), here, in the caller's loop.
+    n.len() >= PREFIX.len() && n[0] | 0x20 == b'x' && n[2] | 0x20 == b'h' && in_namespace(n)
 }
 
 fn in_namespace(n: &[u8]) -> bool {

@@ -12,6 +12,7 @@ use crate::host::{
     StreamHost,
 };
 use crate::reply::Reply;
+use std::cell::Cell;
 use std::mem::MaybeUninit;
 
 /// `envoy_dynamic_module_type_on_http_filter_request_headers_status` (and
@@ -141,6 +142,23 @@ fn ascii(name: &[u8]) -> Option<&str> {
     }
 }
 
+thread_local! {
+    /// The worker's header list, empty, between requests: one allocation
+    /// a worker, not one a request.
+    static HEADER_LISTS: Cell<Option<Vec<Header<'static>>>> = const { Cell::new(None) };
+}
+
+/// An empty header list of any lifetime, in the allocation of `list`: the
+/// list is emptied, and an in-place collect keeps its buffer (the two
+/// element types are one layout).
+fn relabel<'a, 'b>(mut list: Vec<Header<'a>>) -> Vec<Header<'b>> {
+    list.clear();
+    // Not a filter: the item type changes (its lifetime), which the
+    // in-place collect needs.
+    #[allow(clippy::unnecessary_filter_map)]
+    list.into_iter().filter_map(|_| None).collect()
+}
+
 impl Envoy {
     /// A header map's entries (`kind`), as views into Envoy's memory.
     fn map<'b>(&self, kind: u32) -> HostResult<Vec<Header<'b>>> {
@@ -173,9 +191,12 @@ impl Envoy {
         // SAFETY: Envoy wrote all `n` (the size it reported, on this
         // thread, with nothing between the two calls).
         let views = unsafe { &*(std::ptr::from_ref(room) as *const [EnvoyHeader]) };
-        // Collected into a vector of its final size: a `Result`'s collect
-        // would start small and grow.
-        let mut out = Vec::with_capacity(n);
+        // Collected into the worker's list of the last request (its
+        // allocation kept, `headers_done`), or one of its final size.
+        let mut out = HEADER_LISTS
+            .with(|l| l.take())
+            .map_or_else(Vec::new, relabel);
+        out.reserve(n);
         for h in views.iter() {
             // SAFETY: Envoy's views stay valid until the event hook returns
             // or the header is removed (`strip` drops a view before it
@@ -241,6 +262,11 @@ impl StreamHost for Envoy {
 
     fn request_trailers<'b>(&mut self, _buf: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>> {
         self.map(abi::REQUEST_TRAILER)
+    }
+
+    fn headers_done(&mut self, headers: Vec<Header<'_>>) {
+        let kept = relabel(headers);
+        HEADER_LISTS.with(|l| l.set(Some(kept)));
     }
 
     fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()> {

@@ -27,13 +27,37 @@ pub(super) fn on_headers<K: Copy>(
 ) -> Result<HeadersStatus, Failure> {
     let mut buf = Vec::new();
     let mut headers = host.request_headers(&mut buf)?;
+    let status = on_header_list(
+        host,
+        plugin,
+        holds,
+        serial,
+        key,
+        end_of_stream,
+        &mut headers,
+    );
+    host.headers_done(headers);
+    status
+}
+
+/// The headers callback on the request's header list.
+fn on_header_list<K: Copy>(
+    host: &mut impl StreamHost,
+    plugin: &Arc<Plugin>,
+    holds: &mut Holds<K>,
+    serial: u64,
+    key: K,
+    end_of_stream: bool,
+    headers: &mut Vec<Header<'_>>,
+) -> Result<HeadersStatus, Failure> {
     // Strip first, on every request: a client never chooses its stamps.
-    let spoofed = strip(host, &mut headers, strip::Map::Headers)?;
+    let spoofed = strip(host, headers, strip::Map::Headers)?;
+    let headers: &[Header<'_>] = headers;
     let m = &plugin.metrics;
     // Bytes that are not UTF-8 stay visible (as U+FFFD): a path is never
     // read as empty, and so passed, for holding a byte such as 0xFF.
-    let method = lossy(&headers, ":method");
-    let path = lossy(&headers, ":path");
+    let method = lossy(headers, ":method");
+    let path = lossy(headers, ":path");
     let route = route::route(&plugin.config, &method, &path);
     let Route::Source(target) = route else {
         bump(host, m.spoofed_unrouted, spoofed);
@@ -43,16 +67,16 @@ pub(super) fn on_headers<K: Copy>(
     // give way to the filter's.
     let sealed = plugin.config.seal.is_some();
     let request = Arrived {
-        headers: &headers,
+        headers,
         method: &method,
         path: &path,
         request_id: if sealed {
-            crate::pairs::first_header(&headers, decide::REQUEST_ID).unwrap_or_default()
+            crate::pairs::first_header(headers, decide::REQUEST_ID).unwrap_or_default()
         } else {
             &[]
         },
         seal_fields: if sealed {
-            strip::seal_fields_sent(&headers)
+            strip::seal_fields_sent(headers)
         } else {
             0
         },
