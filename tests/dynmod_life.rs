@@ -55,14 +55,13 @@ pub extern "C" fn envoy_dynamic_module_callback_http_filter_config_define_counte
 }
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_callback_http_filter_config_define_gauge(
-    _c: *mut c_void,
-    _n: Buf,
-    _l: *mut Buf,
-    _ln: usize,
+    c: *mut c_void,
+    n: Buf,
+    l: *mut Buf,
+    ln: usize,
     id: *mut usize,
 ) -> u32 {
-    unsafe { *id = NEXT_ID.fetch_add(1, Ordering::Relaxed) };
-    0
+    envoy_dynamic_module_callback_http_filter_config_define_counter(c, n, l, ln, id)
 }
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_callback_http_filter_increment_counter(
@@ -76,13 +75,13 @@ pub extern "C" fn envoy_dynamic_module_callback_http_filter_increment_counter(
 }
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_callback_http_filter_set_gauge(
-    _f: *mut c_void,
-    _id: usize,
-    _l: *mut Buf,
-    _ln: usize,
-    _v: u64,
+    f: *mut c_void,
+    id: usize,
+    l: *mut Buf,
+    ln: usize,
+    v: u64,
 ) -> u32 {
-    0
+    envoy_dynamic_module_callback_http_filter_increment_counter(f, id, l, ln, v)
 }
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_callback_http_get_headers_size(
@@ -110,12 +109,12 @@ pub extern "C" fn envoy_dynamic_module_callback_http_add_header(
 }
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_callback_http_set_header(
-    _f: *mut c_void,
-    _t: u32,
-    _k: Buf,
-    _v: Buf,
+    f: *mut c_void,
+    t: u32,
+    k: Buf,
+    v: Buf,
 ) -> bool {
-    true
+    envoy_dynamic_module_callback_http_add_header(f, t, k, v)
 }
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_callback_http_get_body_size(

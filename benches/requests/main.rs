@@ -105,14 +105,10 @@ impl StreamHost for Lean {
         Ok(())
     }
     fn now_ms(&mut self) -> u64 {
-        1_700_000_000_000
+        ConfigHost::now_ms(self)
     }
     fn log(&mut self, level: Level, m: &str) {
-        // The load's warnings (inline secrets in the flood's schemes) are
-        // not the benchmark's output.
-        if matches!(level, Level::Error | Level::Critical) {
-            eprintln!("{m}");
-        }
+        ConfigHost::log(self, level, m);
     }
 }
 

@@ -27,17 +27,23 @@ pub(super) fn on_headers<K: Copy>(
 ) -> Result<HeadersStatus, Failure> {
     let mut buf = Vec::new();
     let mut headers = host.request_headers(&mut buf)?;
-    let status = on_header_list(
-        host,
-        plugin,
-        holds,
+    let at = At {
         serial,
         key,
         end_of_stream,
-        &mut headers,
-    );
+    };
+    let status = on_header_list(host, plugin, holds, at, &mut headers);
+    // Its list handed back: a host may keep the allocation for the next.
     host.headers_done(headers);
     status
+}
+
+/// A request at its headers: its number, its stream, whether a body comes.
+#[derive(Clone, Copy)]
+struct At<K> {
+    serial: u64,
+    key: K,
+    end_of_stream: bool,
 }
 
 /// The headers callback on the request's header list.
@@ -45,11 +51,14 @@ fn on_header_list<K: Copy>(
     host: &mut impl StreamHost,
     plugin: &Arc<Plugin>,
     holds: &mut Holds<K>,
-    serial: u64,
-    key: K,
-    end_of_stream: bool,
+    at: At<K>,
     headers: &mut Vec<Header<'_>>,
 ) -> Result<HeadersStatus, Failure> {
+    let At {
+        serial,
+        key,
+        end_of_stream,
+    } = at;
     // Strip first, on every request: a client never chooses its stamps.
     let spoofed = strip(host, headers, strip::Map::Headers)?;
     let headers: &[Header<'_>] = headers;
