@@ -8,7 +8,7 @@ use super::{send, Failure, Holds, Plugin};
 use crate::decide::{self, Body, Stream};
 use crate::host::{Header, HeadersStatus, StreamHost};
 use crate::metrics::bump;
-use crate::reply;
+use crate::reply::{self, Reply};
 use crate::route::{self, Route, Target};
 use crate::strip::{self, strip};
 use crate::verify::{self, OnFailure};
@@ -310,9 +310,7 @@ fn stream<K>(
     // Each stream holds an upstream request open: at most max_streams a
     // worker, so that other sources keep their share of the upstream.
     if holds.streams() >= cfg.max_streams {
-        let m = w.plugin.metrics.source(w.source).map(|m| m.busy);
-        bump(host, m.flatten(), 1);
-        return send(host, &reply::STREAMS_FULL);
+        return refuse_busy(host, &w, &reply::STREAMS_FULL);
     }
     if !holds.fits(w.overhead(), cfg.max_held_bytes) {
         return busy(host, &w);
@@ -327,9 +325,14 @@ fn stream<K>(
 
 /// 503: the budget is full.
 pub(super) fn busy<K>(host: &mut impl StreamHost, w: &Held<K>) -> HeadersStatus {
+    refuse_busy(host, w, &reply::BUSY)
+}
+
+/// A 503 (`r`: the budget full, or the streams), counted as busy.
+fn refuse_busy<K>(host: &mut impl StreamHost, w: &Held<K>, r: &Reply) -> HeadersStatus {
     let m = w.plugin.metrics.source(w.source).map(|m| m.busy);
     bump(host, m.flatten(), 1);
-    send(host, &reply::BUSY)
+    send(host, r)
 }
 
 fn lossy<'h>(headers: &[Header<'h>], name: &str) -> Cow<'h, str> {
