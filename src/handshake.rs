@@ -12,11 +12,9 @@
 use crate::json::{self, Scalar};
 use crate::names::token_ok;
 use crate::reply::{self, Reply};
-use crate::verify::Secret;
+use crate::verify::{Algorithm, Secret};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 
 /// A source's handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,9 +37,9 @@ pub enum Handshake {
 const JSON: &str = "application/json";
 
 fn hmac256(secret: &Secret, msg: &[u8]) -> Option<Vec<u8>> {
-    let mut m = Hmac::<Sha256>::new_from_slice(&secret.0).ok()?;
+    let mut m = secret.mac(Algorithm::Sha256)?;
     m.update(msg);
-    Some(m.finalize().into_bytes().to_vec())
+    Some(m.tag())
 }
 
 impl Handshake {

@@ -22,9 +22,8 @@
 //! Envoy gives every request its own id, so every request its own nonce,
 //! and without the key no one can tell it in advance.
 
-use crate::verify::Request;
+use crate::verify::{Algorithm, Request, Secret};
 use base64::Engine;
-use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -68,7 +67,7 @@ pub fn client_field(name: &str) -> u8 {
 /// The sealing key and what the seal says of it.
 #[derive(Debug, Clone, Copy)]
 pub struct Key<'a> {
-    pub secret: &'a [u8],
+    pub secret: &'a Secret,
     /// Sent as `keyid`: `[A-Za-z0-9._:-]`, so an sf-string as it is.
     pub id: &'a str,
     /// `created` and `expires` (Unix seconds).
@@ -114,8 +113,8 @@ pub fn seal(
         ");created={created};expires={};nonce=\"",
         key.expires
     );
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key.secret) else {
-        // HMAC takes a key of any length; this arm cannot be reached.
+    let Some(mut mac) = key.secret.mac(Algorithm::Sha256) else {
+        // The seal's keys are HMAC keys (config::seal): not reached.
         return Fields {
             content_digest,
             input,
@@ -136,7 +135,7 @@ pub fn seal(
         b"\n",
         request_id,
         b"\n",
-        &mac.clone().finalize().into_bytes(),
+        &mac.clone().tag(),
     ] {
         nonce.update(part);
     }
@@ -151,8 +150,7 @@ pub fn seal(
     let mut signature = String::with_capacity(LABEL.len() + 48);
     signature.push_str(LABEL);
     signature.push_str("=:");
-    base64::engine::general_purpose::STANDARD
-        .encode_string(mac.finalize().into_bytes(), &mut signature);
+    base64::engine::general_purpose::STANDARD.encode_string(mac.tag(), &mut signature);
     signature.push(':');
     Fields {
         content_digest,
@@ -209,8 +207,9 @@ mod tests {
         stamps: &[(&'static str, &'static str)],
         body: Option<&[u8]>,
     ) -> Fields {
+        let secret = Secret::hmac(b"queue-key".to_vec());
         let key = Key {
-            secret: b"queue-key",
+            secret: &secret,
             id: "queue-1",
             created: 1_700_000_000,
             expires: 1_700_000_300,
@@ -290,6 +289,7 @@ mod tests {
             "\"@method\": POST\n\"@path\": /\n\"@query\": ?\n\
              \"x-hookstamp-source\": github\n\"@signature-params\": {params}"
         );
+        use hmac::{Hmac, Mac};
         let mut mac = Hmac::<Sha256>::new_from_slice(b"queue-key").unwrap();
         mac.update(base.as_bytes());
         let want = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
@@ -306,8 +306,9 @@ mod tests {
             nonce(&a),
             nonce(&sealed("/webhooks/github?a", &stamps, None))
         );
+        let secret = Secret::hmac(b"queue-key".to_vec());
         let key = Key {
-            secret: b"queue-key",
+            secret: &secret,
             id: "k",
             created: 1_700_000_000,
             expires: 1_700_000_300,

@@ -299,7 +299,7 @@ fn add_seal(
     };
     let created = now_s();
     let key = crate::seal::Key {
-        secret: &secret.0,
+        secret,
         id: &seal.key_id,
         created,
         expires: created.saturating_add(seal.expires_s),

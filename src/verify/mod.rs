@@ -15,12 +15,15 @@ mod ed25519;
 mod failure;
 mod headers;
 mod hmac_schemes;
+mod mac;
 mod pending;
 mod standard;
 mod twilio;
 
 pub use custom::{Custom, Part};
 pub use failure::{Failure, Reason, Why};
+pub(crate) use mac::Mac;
+pub use mac::Pads;
 pub(crate) use pending::ct_eq;
 pub use pending::Pending;
 pub use standard::{MAX_ED25519_CHECKS, MAX_ED25519_SIGNATURES};
@@ -52,8 +55,8 @@ pub struct Secret(pub Vec<u8>, pub Key);
 /// What a secret is to a signature check.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Key {
-    /// An HMAC key (the bytes themselves).
-    Hmac,
+    /// An HMAC key (the bytes themselves), and its keyed states.
+    Hmac(Pads),
     /// An Ed25519 public key (the bytes are its 32-byte encoding), checked
     /// at load.
     Ed25519(ed25519_dalek::VerifyingKey),
@@ -62,11 +65,25 @@ pub enum Key {
 impl Secret {
     /// An HMAC key.
     pub fn hmac(bytes: Vec<u8>) -> Secret {
-        Secret(bytes, Key::Hmac)
+        Secret(bytes, Key::Hmac(Pads::default()))
     }
 }
 
 impl Secret {
+    /// Whether this is an Ed25519 public key (not an HMAC key).
+    pub fn is_public_key(&self) -> bool {
+        matches!(self.1, Key::Ed25519(_))
+    }
+
+    /// An HMAC under this secret, keyed once for all requests; `None` for
+    /// a public key.
+    pub(crate) fn mac(&self, alg: Algorithm) -> Option<Mac> {
+        match &self.1 {
+            Key::Hmac(pads) => pads.mac(alg, &self.0),
+            Key::Ed25519(_) => None,
+        }
+    }
+
     /// Overwrites the bytes with zeros, as a write the compiler keeps: a
     /// configuration that goes (replaced by a push, or with its last
     /// request) leaves no secret behind in the freed memory.

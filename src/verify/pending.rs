@@ -3,42 +3,9 @@
 //! (`Pending::update`) and compared at its end (`Pending::finish`).
 
 use super::failure::{Failure, Reason, Why};
+use super::mac::Mac;
 use super::{Algorithm, Key, Secret};
-use hmac::{Hmac, Mac as _};
 use std::fmt;
-
-pub(super) enum Mac {
-    Sha1(Hmac<sha1::Sha1>),
-    Sha256(Hmac<sha2::Sha256>),
-    Sha512(Hmac<sha2::Sha512>),
-}
-
-impl Mac {
-    pub(super) fn new(alg: Algorithm, key: &[u8]) -> Option<Mac> {
-        Some(match alg {
-            Algorithm::Sha1 => Mac::Sha1(Hmac::new_from_slice(key).ok()?),
-            Algorithm::Sha256 => Mac::Sha256(Hmac::new_from_slice(key).ok()?),
-            Algorithm::Sha512 => Mac::Sha512(Hmac::new_from_slice(key).ok()?),
-            Algorithm::Ed25519 => return None,
-        })
-    }
-
-    pub(super) fn update(&mut self, b: &[u8]) {
-        match self {
-            Mac::Sha1(m) => m.update(b),
-            Mac::Sha256(m) => m.update(b),
-            Mac::Sha512(m) => m.update(b),
-        }
-    }
-
-    pub(super) fn tag(self) -> Vec<u8> {
-        match self {
-            Mac::Sha1(m) => m.finalize().into_bytes().to_vec(),
-            Mac::Sha256(m) => m.finalize().into_bytes().to_vec(),
-            Mac::Sha512(m) => m.finalize().into_bytes().to_vec(),
-        }
-    }
-}
 
 /// What the body is to a check besides signed bytes.
 pub(super) enum BodyRule {
@@ -106,11 +73,10 @@ impl Plan {
         let (mut hmac_secrets, mut public_keys) = (0, 0);
         for s in secrets {
             match (&s.1, self.hmac) {
-                (Key::Hmac, Some(alg)) => {
+                (Key::Hmac(pads), Some(alg)) => {
                     hmac_secrets += 1;
                     for prefix in &self.prefixes {
-                        // Any key length is valid for HMAC: this never fails.
-                        let Some(mut m) = Mac::new(alg, &s.0) else {
+                        let Some(mut m) = pads.mac(alg, &s.0) else {
                             continue;
                         };
                         m.update(prefix);

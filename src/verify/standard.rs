@@ -6,7 +6,7 @@ use super::ed25519::signature;
 use super::failure::{unsupported_or, versions, Failure, Reason};
 use super::headers::Headers;
 use super::pending::Plan;
-use super::{Algorithm, Key, Secret, MAX_SIGNATURE_ENTRIES};
+use super::{Algorithm, Secret, MAX_SIGNATURE_ENTRIES};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
@@ -70,7 +70,7 @@ pub(super) fn standard(
         .filter_map(|b| STANDARD.decode(b).ok())
         .filter_map(|b| signature(&b))
         .collect();
-    let keys = secrets.iter().filter(|s| s.1 != Key::Hmac).count();
+    let keys = secrets.iter().filter(|s| s.is_public_key()).count();
     if eds.len().saturating_mul(keys) > MAX_ED25519_CHECKS {
         return Err(Failure::form(
             &sig_name,
@@ -90,7 +90,7 @@ pub(super) fn standard(
     }
     h.fresh(&ts_name, ts, false)?;
     Ok(Plan {
-        ed25519: secrets.iter().any(|s| s.1 != Key::Hmac) || !eds.is_empty(),
+        ed25519: secrets.iter().any(Secret::is_public_key) || !eds.is_empty(),
         ed_signatures: eds,
         ..Plan::hmac(Algorithm::Sha256, format!("{id}.{ts}.").into_bytes(), sigs)
     })

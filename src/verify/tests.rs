@@ -1,6 +1,5 @@
 //! The checks of a few schemes by hand, over chunks and rotation lists.
 
-use super::pending::Mac;
 use super::*;
 
 const REQ: Request<'static> = Request {

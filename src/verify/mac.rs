@@ -1,0 +1,141 @@
+//! HMACs keyed once per secret: the key's inner and outer pads hashed into
+//! their states at the first request that needs them (`Pads`), so each
+//! request after pays for its own blocks only, two compressions fewer per
+//! secret (BENCHMARKS.md). A state is as secret as its key: never printed,
+//! zeroed when its secret goes.
+
+use super::Algorithm;
+use hmac::{Hmac, Mac as _};
+use std::sync::OnceLock;
+
+/// One HMAC under way.
+#[derive(Clone)]
+pub(crate) enum Mac {
+    Sha1(Hmac<sha1::Sha1>),
+    Sha256(Hmac<sha2::Sha256>),
+    Sha512(Hmac<sha2::Sha512>),
+}
+
+impl Mac {
+    /// A fresh HMAC under `key`; `None` for Ed25519 (no HMAC).
+    pub(crate) fn new(alg: Algorithm, key: &[u8]) -> Option<Mac> {
+        // Any key length is valid for HMAC: these never fail.
+        Some(match alg {
+            Algorithm::Sha1 => Mac::Sha1(Hmac::new_from_slice(key).ok()?),
+            Algorithm::Sha256 => Mac::Sha256(Hmac::new_from_slice(key).ok()?),
+            Algorithm::Sha512 => Mac::Sha512(Hmac::new_from_slice(key).ok()?),
+            Algorithm::Ed25519 => return None,
+        })
+    }
+
+    pub(crate) fn update(&mut self, b: &[u8]) {
+        match self {
+            Mac::Sha1(m) => m.update(b),
+            Mac::Sha256(m) => m.update(b),
+            Mac::Sha512(m) => m.update(b),
+        }
+    }
+
+    pub(crate) fn tag(self) -> Vec<u8> {
+        match self {
+            Mac::Sha1(m) => m.finalize().into_bytes().to_vec(),
+            Mac::Sha256(m) => m.finalize().into_bytes().to_vec(),
+            Mac::Sha512(m) => m.finalize().into_bytes().to_vec(),
+        }
+    }
+}
+
+/// A secret's keyed HMAC states, one per algorithm a request has asked
+/// for (boxed: a secret of a per-tenant list that no request names costs
+/// three pointers). Configurations are shared by a worker's requests, and
+/// by the module's workers: each state is made once.
+#[derive(Clone, Default)]
+pub struct Pads {
+    sha1: OnceLock<Box<Mac>>,
+    sha256: OnceLock<Box<Mac>>,
+    sha512: OnceLock<Box<Mac>>,
+}
+
+impl Pads {
+    /// An HMAC under `key` (the secret's bytes), its pads already hashed.
+    pub(crate) fn mac(&self, alg: Algorithm, key: &[u8]) -> Option<Mac> {
+        let slot = match alg {
+            Algorithm::Sha1 => &self.sha1,
+            Algorithm::Sha256 => &self.sha256,
+            Algorithm::Sha512 => &self.sha512,
+            Algorithm::Ed25519 => return None,
+        };
+        if let Some(m) = slot.get() {
+            return Some(m.as_ref().clone());
+        }
+        let m = Mac::new(alg, key)?;
+        Some(slot.get_or_init(|| Box::new(m)).as_ref().clone())
+    }
+}
+
+/// The states follow from the secret's bytes, which `Secret` compares.
+impl PartialEq for Pads {
+    fn eq(&self, _: &Pads) -> bool {
+        true
+    }
+}
+
+impl Eq for Pads {}
+
+impl Drop for Pads {
+    fn drop(&mut self) {
+        for slot in [&mut self.sha1, &mut self.sha256, &mut self.sha512] {
+            if let Some(m) = slot.get_mut() {
+                wipe(m.as_mut());
+            }
+        }
+    }
+}
+
+/// Overwrites a hash state with zeros, as writes the compiler keeps. Sound
+/// for `Mac`: its states are integers and byte buffers with no `Drop` of
+/// their own (a test holds this), so zeros are a value nothing reads.
+fn wipe(m: &mut Mac) {
+    let p = (m as *mut Mac).cast::<u8>();
+    for i in 0..std::mem::size_of::<Mac>() {
+        // SAFETY: `p + i` is within `*m`, which is exclusively borrowed.
+        unsafe { std::ptr::write_volatile(p.add(i), 0) };
+    }
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_keyed_state_is_the_plain_hmac_each_time() {
+        for alg in [Algorithm::Sha1, Algorithm::Sha256, Algorithm::Sha512] {
+            for key in [&b"k"[..], &[7u8; 200][..]] {
+                let pads = Pads::default();
+                for _ in 0..2 {
+                    let mut m = pads.mac(alg, key).unwrap();
+                    m.update(b"the body");
+                    let mut plain = Mac::new(alg, key).unwrap();
+                    plain.update(b"the body");
+                    assert_eq!(m.tag(), plain.tag(), "{alg:?}");
+                }
+            }
+        }
+        assert!(Pads::default().mac(Algorithm::Ed25519, b"k").is_none());
+    }
+
+    #[test]
+    fn the_wipe_runs_over_states_without_a_drop_of_their_own() {
+        // `wipe` zeroes a `Mac` that is then dropped: sound only while no
+        // part of it has drop glue.
+        assert!(!std::mem::needs_drop::<Mac>());
+        let mut m = Mac::new(Algorithm::Sha512, b"secret").unwrap();
+        wipe(&mut m);
+        let zeros = vec![0u8; std::mem::size_of::<Mac>()];
+        // SAFETY: reading the bytes of a value just written as zeros.
+        let bytes =
+            unsafe { std::slice::from_raw_parts((&m as *const Mac).cast::<u8>(), zeros.len()) };
+        assert_eq!(bytes, &zeros[..]);
+    }
+}
