@@ -9,6 +9,7 @@ with the module in place of the .wasm, and the shipped manifests for it
 (Envoy Gateway, Istio) loaded with the .so."""
 
 import json
+import subprocess
 import time
 import uuid
 
@@ -23,6 +24,22 @@ from cases import ROOT
 def dyn_boot(so, config, up):
     port = proxy.free_port()
     return port, so.bootstrap({"x": (port, config)}, up.server_address[1])
+
+
+# The .so's ceiling: it ships in images and Envoy Gateway's proxies.
+SO_CEILING = 880_688
+
+
+def test_the_module_is_under_its_ceiling_and_exports_only_envoys_hooks():
+    """make dynamic-module's .so (the crate at opt-level 2, linked with
+    identical code folding) stays under its ceiling, and exports Envoy's
+    dynamic-module hooks and nothing else of the crate."""
+    size = proxy.SO.stat().st_size
+    assert size <= SO_CEILING, f"target/libhookstamp.so is {size} bytes, over {SO_CEILING}"
+    out = subprocess.run(["nm", "-D", "--defined-only", str(proxy.SO)], check=True,
+                         capture_output=True, text=True).stdout
+    names = [line.split()[-1] for line in out.splitlines() if line.split()[1] in "TtWw"]
+    assert names and all(n.startswith("envoy_dynamic_module_on_") for n in names), names
 
 
 def test_another_filter_name_is_refused(so, up):
