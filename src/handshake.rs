@@ -39,7 +39,7 @@ const JSON: &str = "application/json";
 fn hmac256(secret: &Secret, msg: &[u8]) -> Option<Vec<u8>> {
     let mut m = secret.mac(Algorithm::Sha256)?;
     m.update(msg);
-    Some(m.tag())
+    Some(m.tag().as_ref().to_vec())
 }
 
 impl Handshake {

@@ -129,13 +129,14 @@ pub fn seal(
         }
     }
     let mut nonce = Sha256::new();
+    let so_far = mac.clone().tag();
     for part in [
         NONCE_TAG,
         created.as_bytes(),
         b"\n",
         request_id,
         b"\n",
-        &mac.clone().tag(),
+        so_far.as_ref(),
     ] {
         nonce.update(part);
     }

@@ -152,7 +152,9 @@ pub fn stamp<'a>(
     verified: Option<bool>,
 ) -> Stamped<'a> {
     let mut out = Stamped {
-        headers: Vec::with_capacity(5 + 3 * src.lanes.len()),
+        // Source, tenant, verified, event type, the three of dedupe and
+        // the affinity: a request's stamps never grow the vector.
+        headers: Vec::with_capacity(8 + 3 * src.lanes.len()),
         ..Stamped::default()
     };
     let offered = offered(src, header_keys, body, body_hash);

@@ -374,13 +374,27 @@ impl StreamHost for Envoy {
     fn set_property(&mut self, path: &str, value: &[u8]) -> HostResult<()> {
         let call = "envoy_dynamic_module_callback_http_set_filter_state_bytes";
         // The name the Wasm filter's property has, so that one access log
-        // format serves both builds.
-        let key = format!("wasm.{path}");
+        // format serves both builds; made on the stack (a property's name
+        // is short), as the access log's field is set per request.
+        let mut buf = [0u8; 64];
+        let owned;
+        let key = match buf.get_mut(..5 + path.len()) {
+            Some(k) => {
+                let (prefix, name) = k.split_at_mut(5);
+                prefix.copy_from_slice(b"wasm.");
+                name.copy_from_slice(path.as_bytes());
+                &*k
+            }
+            None => {
+                owned = [b"wasm.", path.as_bytes()].concat();
+                &owned[..]
+            }
+        };
         // SAFETY: Envoy copies both during the call.
         let ok = unsafe {
             abi::envoy_dynamic_module_callback_http_set_filter_state_bytes(
                 self.0,
-                ModuleBuffer::of(key.as_bytes()),
+                ModuleBuffer::of(key),
                 ModuleBuffer::of(value),
             )
         };

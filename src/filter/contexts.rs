@@ -4,10 +4,8 @@
 //! host; `abi` runs it with the real one.
 
 use crate::host::{DataStatus, HeadersStatus, HostResult, Level, StreamHost, Streams};
-use crate::lifecycle::{Instance, Plugin, Request};
+use crate::lifecycle::{ById, Instance, Plugin, Request};
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -20,28 +18,6 @@ pub trait Proxy: Streams<Key = u32> + StreamHost {
     /// Makes a context current outside its own callbacks.
     fn set_effective_context(&mut self, context: u32) -> HostResult<()>;
 }
-
-/// Context ids are small integers the host hands out, not attacker input:
-/// a multiplicative hash is enough, and a fraction of SipHash's cost on
-/// every request's create, lookups and delete.
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type ById<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
 
 /// One VM's contexts (one VM per thread: one per Envoy worker).
 #[derive(Default)]
@@ -61,8 +37,8 @@ pub struct Contexts {
 struct Map {
     /// Each root context's instance; `None` until it is configured, or when
     /// its configuration was refused.
-    roots: ById<Option<Rc<Instance<u32>>>>,
-    requests: ById<Request<u32>>,
+    roots: ById<u32, Option<Rc<Instance<u32>>>>,
+    requests: ById<u32, Request<u32>>,
 }
 
 impl Contexts {

@@ -6,6 +6,8 @@ use super::Plugin;
 use crate::budget;
 use crate::config::Source;
 use crate::verify::{self, Reason};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 /// What a sealed request's seal covers that its stamps do not, and the
@@ -152,3 +154,30 @@ impl<K> Held<K> {
             .saturating_add(self.body.capacity())
     }
 }
+
+/// Ids are small integers: the host's context ids, an instance's serials
+/// of held requests; none is attacker input. A multiplicative hash is
+/// enough, and a fraction of SipHash's cost on every request's create,
+/// lookups and delete.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by ids (`IdHasher`).
+pub type ById<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;

@@ -24,7 +24,7 @@ use crate::host::{ConfigHost, DataStatus, HeadersStatus, HostError, Level, Strea
 use crate::metrics::{bump, Metrics};
 use crate::reply::{self, Reply};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -36,6 +36,7 @@ mod held;
 mod tick;
 
 use held::Held;
+pub use held::{ById, IdHasher};
 
 /// The request property (Envoy's filter state `wasm.hookstamp_why`) that
 /// says why a stamped request lacks a key or a verified signature.
@@ -147,7 +148,7 @@ pub struct Instance<K> {
 /// requests are never trimmed as slow, and their deadlines move with every
 /// chunk, so they must not stand in the held ones' order.
 struct Holds<K> {
-    requests: HashMap<u64, Box<Held<K>>>,
+    requests: ById<u64, Box<Held<K>>>,
     pool: Pool,
     streamed: Pool,
     /// The streamed requests by their rate credit (`Held::rate_deadline`),
@@ -174,7 +175,7 @@ impl<K: Copy> Instance<K> {
             _owned: owned,
             ticks: plugin.ticks,
             holds: RefCell::new(Holds {
-                requests: HashMap::new(),
+                requests: ById::default(),
                 pool: Pool::default(),
                 streamed: Pool::default(),
                 by_rate: BTreeSet::new(),

@@ -15,10 +15,10 @@ pub(super) fn stripe(h: &Headers<'_, '_>) -> Result<Plan, Failure> {
     let value = h.text(H)?;
     let mut t = None;
     let mut sigs = Vec::new();
-    if value.split(',').count() > MAX_SIGNATURE_ENTRIES + 1 {
-        return Err(Failure::form(H, "t=<timestamp>,v1=<hex>: at most 8 v1="));
-    }
-    for item in value.split(',') {
+    for (n, item) in value.split(',').enumerate() {
+        if n > MAX_SIGNATURE_ENTRIES {
+            return Err(Failure::form(H, "t=<timestamp>,v1=<hex>: at most 8 v1="));
+        }
         match item.trim().split_once('=') {
             Some(("t", v)) if t.is_none() => t = Some(v),
             Some(("v1", v)) => sigs.extend(super::unhex(v)),
@@ -35,7 +35,7 @@ pub(super) fn stripe(h: &Headers<'_, '_>) -> Result<Plan, Failure> {
     h.fresh(H, t, false)?;
     Ok(Plan::hmac(
         Algorithm::Sha256,
-        format!("{t}.").into_bytes(),
+        [t.as_bytes(), b"."].concat(),
         sigs,
     ))
 }

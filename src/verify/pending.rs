@@ -212,7 +212,7 @@ impl Pending {
             m.update(&after);
             let tag = m.tag();
             for s in &signatures {
-                ok |= ct_eq(&tag, s);
+                ok |= ct_eq(tag.as_ref(), s);
             }
         }
         for mut v in eds {

@@ -10,7 +10,7 @@ const REQ: Request<'static> = Request {
 fn hmac256(key: &[u8], msg: &[u8]) -> Vec<u8> {
     let mut m = Mac::new(Algorithm::Sha256, key).unwrap();
     m.update(msg);
-    m.tag()
+    m.tag().as_ref().to_vec()
 }
 
 #[test]
@@ -247,5 +247,13 @@ fn unhex_is_hex_decode() {
         "", "00", "0aFf", "deadBEEF", "0", "0g", "zz", "é1", "123", "ff00",
     ] {
         assert_eq!(super::unhex(s), hex::decode(s).ok(), "{s:?}");
+    }
+    // Every pair of characters a header's text can hold.
+    let chars: Vec<char> = (0u8..128).map(char::from).chain(['é', 'ÿ', '€']).collect();
+    for a in &chars {
+        for b in &chars {
+            let s = format!("{a}{b}");
+            assert_eq!(super::unhex(&s), hex::decode(&s).ok(), "{s:?}");
+        }
     }
 }
