@@ -203,18 +203,23 @@ pub fn body_hash(body: &[u8]) -> [u8; 32] {
 mod tests {
     use super::*;
 
+    /// The tests' sealing key: created at 1 700 000 000, for 300 s.
+    fn test_key<'a>(secret: &'a Secret, id: &'a str) -> Key<'a> {
+        Key {
+            secret,
+            id,
+            created: 1_700_000_000,
+            expires: 1_700_000_300,
+        }
+    }
+
     fn sealed(
         target: &str,
         stamps: &[(&'static str, &'static str)],
         body: Option<&[u8]>,
     ) -> Fields {
         let secret = Secret::hmac(b"queue-key".to_vec());
-        let key = Key {
-            secret: &secret,
-            id: "queue-1",
-            created: 1_700_000_000,
-            expires: 1_700_000_300,
-        };
+        let key = test_key(&secret, "queue-1");
         let r = Request {
             method: "POST",
             path: target,
@@ -308,12 +313,7 @@ mod tests {
             nonce(&sealed("/webhooks/github?a", &stamps, None))
         );
         let secret = Secret::hmac(b"queue-key".to_vec());
-        let key = Key {
-            secret: &secret,
-            id: "k",
-            created: 1_700_000_000,
-            expires: 1_700_000_300,
-        };
+        let key = test_key(&secret, "k");
         let with_id = |id: &'static [u8]| {
             let r = Request {
                 method: "POST",
