@@ -73,9 +73,9 @@ impl AsRef<[u8]> for Tag {
 /// by the module's workers: each state is made once.
 #[derive(Clone, Default)]
 pub struct Pads {
-    sha1: OnceLock<Box<Mac>>,
-    sha256: OnceLock<Box<Mac>>,
-    sha512: OnceLock<Box<Mac>>,
+    sha1: OnceLock<Option<Box<Mac>>>,
+    sha256: OnceLock<Option<Box<Mac>>>,
+    sha512: OnceLock<Option<Box<Mac>>>,
 }
 
 impl Pads {
@@ -87,11 +87,12 @@ impl Pads {
             Algorithm::Sha512 => &self.sha512,
             Algorithm::Ed25519 => return None,
         };
-        if let Some(m) = slot.get() {
-            return Some(m.as_ref().clone());
-        }
-        let m = Mac::new(alg, key)?;
-        Some(slot.get_or_init(|| Box::new(m)).as_ref().clone())
+        // Keyed inside the initializer: of two workers' first requests, one
+        // keys the state and the other waits for it, so no keyed state is
+        // made and dropped unwiped.
+        slot.get_or_init(|| Mac::new(alg, key).map(Box::new))
+            .as_deref()
+            .cloned()
     }
 }
 
@@ -107,7 +108,7 @@ impl Eq for Pads {}
 impl Drop for Pads {
     fn drop(&mut self) {
         for slot in [&mut self.sha1, &mut self.sha256, &mut self.sha512] {
-            if let Some(m) = slot.get_mut() {
+            if let Some(Some(m)) = slot.get_mut() {
                 wipe(m.as_mut());
             }
         }
@@ -145,6 +146,28 @@ mod tests {
             }
         }
         assert!(Pads::default().mac(Algorithm::Ed25519, b"k").is_none());
+    }
+
+    #[test]
+    fn workers_keying_at_once_share_one_state() {
+        let pads = std::sync::Arc::new(Pads::default());
+        let tags: Vec<Vec<u8>> = (0..4)
+            .map(|_| {
+                let pads = pads.clone();
+                std::thread::spawn(move || {
+                    let mut m = pads.mac(Algorithm::Sha256, b"secret").unwrap();
+                    m.update(b"the body");
+                    m.tag().as_ref().to_vec()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let mut plain = Mac::new(Algorithm::Sha256, b"secret").unwrap();
+        plain.update(b"the body");
+        let want = plain.tag().as_ref().to_vec();
+        assert!(tags.iter().all(|t| *t == want));
     }
 
     #[test]
