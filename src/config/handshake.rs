@@ -5,7 +5,7 @@
 use super::diag::{Diags, Scope};
 use super::fields::{did_you_mean, field, unknown_fields, Env};
 use crate::handshake::Handshake;
-use crate::verify::Verify;
+use crate::verify::{Secret, Secrets, Verify};
 use serde_json::{Map, Value};
 
 /// The handshakes' names (`providers`).
@@ -69,7 +69,30 @@ pub(super) fn check(
             ),
         );
     }
+    if let Some(whose) = verify.filter(|_| h.signs()).and_then(public_first) {
+        d.push(
+            scope,
+            "handshake_needs_hmac_secret",
+            format!(
+                "the {} handshake signs its answer with an HMAC under {whose}, which is an Ed25519 public key (anyone could make that answer): list an HMAC secret first",
+                h.name()
+            ),
+        );
+    }
     Some(h)
+}
+
+/// Which first secret (the list's, or a tenant's) is an Ed25519 public
+/// key, which no handshake's HMAC may be keyed with; `None` where none is.
+fn public_first(v: &Verify) -> Option<String> {
+    let public = |s: &[Secret]| s.first().is_some_and(Secret::is_public_key);
+    match &v.secrets {
+        Secrets::All(s) => public(s).then(|| "the source's first secret".to_owned()),
+        Secrets::PerTenant(m) => m
+            .iter()
+            .find(|(_, s)| public(s))
+            .map(|(t, _)| format!("tenant {t:?}'s first secret")),
+    }
 }
 
 /// A handshake by its name alone.

@@ -8,8 +8,10 @@ use super::Algorithm;
 use hmac::{Hmac, Mac as _};
 use std::sync::OnceLock;
 
-/// One HMAC under way.
+/// One HMAC under way. `repr(u8)`: its tag is a byte, 0 for the first
+/// variant, so the zeros `wipe` leaves are a value.
 #[derive(Clone)]
+#[repr(u8)]
 pub(crate) enum Mac {
     Sha1(Hmac<sha1::Sha1>),
     Sha256(Hmac<sha2::Sha256>),
@@ -79,8 +81,9 @@ pub struct Pads {
 }
 
 impl Pads {
-    /// An HMAC under `key` (the secret's bytes), its pads already hashed.
-    pub(crate) fn mac(&self, alg: Algorithm, key: &[u8]) -> Option<Mac> {
+    /// An HMAC under `key` (the secret's bytes), its pads already hashed:
+    /// through `Secret::mac`, which holds the key and its pads together.
+    pub(super) fn mac(&self, alg: Algorithm, key: &[u8]) -> Option<Mac> {
         let slot = match alg {
             Algorithm::Sha1 => &self.sha1,
             Algorithm::Sha256 => &self.sha256,
@@ -105,8 +108,9 @@ impl PartialEq for Pads {
 
 impl Eq for Pads {}
 
-impl Drop for Pads {
-    fn drop(&mut self) {
+impl Pads {
+    /// Zeroes each keyed state in place.
+    fn wipe(&mut self) {
         for slot in [&mut self.sha1, &mut self.sha256, &mut self.sha512] {
             if let Some(Some(m)) = slot.get_mut() {
                 wipe(m.as_mut());
@@ -115,9 +119,16 @@ impl Drop for Pads {
     }
 }
 
+impl Drop for Pads {
+    fn drop(&mut self) {
+        self.wipe();
+    }
+}
+
 /// Overwrites a hash state with zeros, as writes the compiler keeps. Sound
-/// for `Mac`: its states are integers and byte buffers with no `Drop` of
-/// their own (a test holds this), so zeros are a value nothing reads.
+/// for `Mac`: its tag is a `u8` (0: `Sha1`) and its states are integers
+/// and byte buffers with no `Drop` of their own (a test holds this), so
+/// zeros are a value nothing reads.
 fn wipe(m: &mut Mac) {
     let p = (m as *mut Mac).cast::<u8>();
     for i in 0..std::mem::size_of::<Mac>() {
@@ -168,6 +179,20 @@ mod tests {
         plain.update(b"the body");
         let want = plain.tag().as_ref().to_vec();
         assert!(tags.iter().all(|t| *t == want));
+    }
+
+    #[test]
+    fn dropping_the_pads_zeroes_each_keyed_state() {
+        let mut pads = Pads::default();
+        pads.mac(Algorithm::Sha256, b"secret").unwrap();
+        let Some(Some(m)) = pads.sha256.get_mut() else {
+            panic!("keyed at the first use");
+        };
+        let at = (m.as_mut() as *mut Mac).cast::<u8>();
+        pads.wipe();
+        // SAFETY: the box is still alive (`pads` is), only zeroed.
+        let bytes = unsafe { std::slice::from_raw_parts(at, std::mem::size_of::<Mac>()) };
+        assert!(bytes.iter().all(|&b| b == 0));
     }
 
     #[test]

@@ -122,6 +122,11 @@ impl Secret {
             unsafe { std::ptr::write_volatile(b, 0) };
         }
         std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+        // The states keyed from the old bytes go too (zeroed as they drop):
+        // nothing keeps verifying under a key that is gone.
+        if let Key::Hmac(pads) = &mut self.1 {
+            *pads = Pads::default();
+        }
     }
 }
 

@@ -73,10 +73,10 @@ impl Plan {
         let (mut hmac_secrets, mut public_keys) = (0, 0);
         for s in secrets {
             match (&s.1, self.hmac) {
-                (Key::Hmac(pads), Some(alg)) => {
+                (Key::Hmac(_), Some(alg)) => {
                     hmac_secrets += 1;
                     for prefix in &self.prefixes {
-                        let Some(mut m) = pads.mac(alg, &s.0) else {
+                        let Some(mut m) = s.mac(alg) else {
                             continue;
                         };
                         m.update(prefix);

@@ -187,6 +187,48 @@ fn a_secret_is_wiped_in_place() {
     // The same buffer, every byte zero: what Drop leaves in freed memory.
     assert_eq!((s.0.as_ptr(), s.0.len()), (ptr, len));
     assert!(s.0.iter().all(|&b| b == 0));
+    // Its keyed HMAC state is made anew from the zeroed bytes: the old
+    // key's tag no longer comes out.
+    let mut old = Secret::hmac(b"whsec-not-a-real-one".to_vec());
+    let tag = |s: &Secret| {
+        let mut m = s.mac(Algorithm::Sha256).unwrap();
+        m.update(b"body");
+        m.tag().as_ref().to_vec()
+    };
+    let before = tag(&old);
+    old.wipe();
+    assert_ne!(tag(&old), before);
+    assert_eq!(tag(&old), tag(&Secret::hmac(vec![0; 20])));
+}
+
+/// Stripe's header: the first `t=` counts, empty and unknown entries are
+/// passed over, and nine entries are the most (a `t=` and eight `v1=`),
+/// whatever they are.
+#[test]
+fn stripe_entries_duplicates_and_blanks() {
+    let stripe = verify(Scheme::Preset(SchemePreset::Stripe), None);
+    let key = [Secret::hmac(b"k".to_vec())];
+    let good = hex::encode(hmac256(b"k", b"1700000000.{}"));
+    let check = |h: String| {
+        let v = &stripe;
+        let p = v.start(&key, pairs(&[("stripe-signature", h)]), REQ, 1_700_000_000);
+        p.and_then(|mut p| {
+            p.update(b"{}");
+            p.finish(b"{}")
+        })
+        .map_err(|f| f.reason)
+    };
+    assert_eq!(check(format!("t=1700000000,v1={good}")), Ok(()));
+    assert_eq!(check(format!(",t=1700000000,,v0=x, v1={good} ,")), Ok(()));
+    // The second t= is not the one signed: the first is.
+    assert_eq!(check(format!("t=1700000000,t=1,v1={good}")), Ok(()));
+    assert_eq!(
+        check(format!("t=1,t=1700000000,v1={good}")),
+        Err(Reason::Expired)
+    );
+    let nine = format!("t=1700000000{}", ",".repeat(7)) + &format!(",v1={good}");
+    assert_eq!(check(nine.clone()), Ok(()));
+    assert_eq!(check(nine + ","), Err(Reason::Malformed));
 }
 
 /// A signature header listing more entries than a sender ever does is
