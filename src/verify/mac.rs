@@ -97,6 +97,15 @@ impl Pads {
             .as_deref()
             .cloned()
     }
+
+    /// Zeroes each keyed state in place.
+    fn wipe(&mut self) {
+        for slot in [&mut self.sha1, &mut self.sha256, &mut self.sha512] {
+            if let Some(Some(m)) = slot.get_mut() {
+                wipe(m.as_mut());
+            }
+        }
+    }
 }
 
 /// The states follow from the secret's bytes, which `Secret` compares.
@@ -107,17 +116,6 @@ impl PartialEq for Pads {
 }
 
 impl Eq for Pads {}
-
-impl Pads {
-    /// Zeroes each keyed state in place.
-    fn wipe(&mut self) {
-        for slot in [&mut self.sha1, &mut self.sha256, &mut self.sha512] {
-            if let Some(Some(m)) = slot.get_mut() {
-                wipe(m.as_mut());
-            }
-        }
-    }
-}
 
 impl Drop for Pads {
     fn drop(&mut self) {

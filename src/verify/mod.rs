@@ -96,9 +96,7 @@ impl Secret {
     pub fn hmac(bytes: Vec<u8>) -> Secret {
         Secret(bytes, Key::Hmac(Pads::default()))
     }
-}
 
-impl Secret {
     /// Whether this is an Ed25519 public key (not an HMAC key).
     pub fn is_public_key(&self) -> bool {
         matches!(self.1, Key::Ed25519(_))
