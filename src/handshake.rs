@@ -108,7 +108,7 @@ impl Handshake {
     /// hook, stamped and forwarded.
     pub fn answer_post(&self, body: &[u8], secret: Option<&Secret>) -> Option<Reply> {
         let text = |s: &Option<Scalar<'_>>| match s {
-            Some(Scalar::Str(v)) => Some(v.to_string()),
+            Some(Scalar::Str(v)) => String::from_utf8(v.to_vec()).ok(),
             _ => None,
         };
         match self {

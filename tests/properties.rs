@@ -155,7 +155,7 @@ fn ours(body: &[u8], paths: &[&[&str]]) -> Option<Vec<Option<String>>> {
             .into_iter()
             .map(|f| {
                 f.map(|s| match s {
-                    Scalar::Str(s) => format!("s:{s}"),
+                    Scalar::Str(s) => format!("s:{}", String::from_utf8_lossy(&s)),
                     Scalar::Int(n) => format!("i:{n}"),
                     Scalar::Other => "other".to_owned(),
                 })
@@ -215,6 +215,31 @@ proptest! {
             (true, Ok(_)) | (false, Err(_)) => {}
             (true, Err(e)) => prop_assert!(e.to_string().contains("out of range"), "{e}"),
             (false, Ok(_)) => prop_assert!(false, "rejected a body serde_json accepts"),
+        }
+    }
+
+    #[test]
+    fn validity_agrees_with_serde_json_when_bytes_are_spliced_in(
+        j in doc(),
+        at in any::<prop::sample::Index>(),
+        bytes in prop::collection::vec(prop_oneof![any::<u8>(), 0x80u8..0xC0, 0xC2u8..0xF5], 1..5),
+    ) {
+        // Bytes beyond ASCII are checked as UTF-8 where a string leaves
+        // ASCII: up to four arbitrary ones (lead and continuation bytes
+        // favoured) spliced in anywhere, both parsers must agree.
+        let mut text = String::new();
+        render(&j, false, " ", &mut text);
+        let mut body = text.into_bytes();
+        let i = at.index(body.len() + 1);
+        body.splice(i..i, bytes);
+        let serde = serde_json::from_slice::<serde_json::Value>(&body);
+        match (json::is_valid(&body), serde) {
+            (true, Ok(_)) | (false, Err(_)) => {}
+            (true, Err(e)) => prop_assert!(e.to_string().contains("out of range"), "{e}"),
+            (false, Ok(_)) => prop_assert!(false, "rejected a body serde_json accepts"),
+        }
+        if std::str::from_utf8(&body).is_err() {
+            prop_assert!(!json::is_valid(&body));
         }
     }
 

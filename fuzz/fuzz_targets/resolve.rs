@@ -62,7 +62,7 @@ fuzz_target!(|data: &[u8]| {
                 let ours = ours.expect("serde_json accepted a body the scanner rejected");
                 for (p, got) in src.paths.iter().zip(ours) {
                     let got = got.map(|s| match s {
-                        Scalar::Str(s) => format!("s:{s}"),
+                        Scalar::Str(s) => format!("s:{}", String::from_utf8_lossy(&s)),
                         Scalar::Int(n) => format!("i:{n}"),
                         Scalar::Other => "other".to_owned(),
                     });

@@ -108,8 +108,7 @@ fn read_body<'a>(src: &Source, header_keys: &[Option<&'a [u8]>], body: &'a [u8])
 /// A scanned scalar as a key's bytes.
 fn found(s: Scalar<'_>) -> Found<'_> {
     match s {
-        Scalar::Str(Cow::Borrowed(b)) => Found::Str(Cow::Borrowed(b.as_bytes())),
-        Scalar::Str(Cow::Owned(o)) => Found::Str(Cow::Owned(o.into_bytes())),
+        Scalar::Str(s) => Found::Str(s),
         Scalar::Int(n) => Found::Int(Cow::Borrowed(n.as_bytes())),
         Scalar::Other => Found::Other,
     }

@@ -1,37 +1,82 @@
-//! The JSON lexing the path walk stands on: whitespace, strings (a run of
-//! plain bytes a word at a time), numbers, literals, and a value skipped
-//! whole without recursion.
+//! The JSON lexing the path walk stands on: whitespace, strings (sixteen
+//! plain bytes at a time, UTF-8 checked a character at a time where a
+//! string leaves ASCII), numbers, literals, and a value skipped whole
+//! without recursion.
 
 use std::borrow::Cow;
 
-/// Whether a byte ends a run of plain string bytes.
+/// Whether a byte ends a run of plain string bytes: `"`, `\`, a control
+/// byte (invalid inside a string), or the first byte of a character beyond
+/// ASCII (checked as UTF-8 on its own).
 #[inline]
 fn ends_run_at(c: u8) -> bool {
-    c == b'"' || c == b'\\' || c < 0x20
+    c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c)
 }
 
-/// Eight bytes as a little-endian word (0, which ends a run, if not eight).
+/// The bytes of `w` (little-endian) that end a run, as each byte's high
+/// bit (the bit trick for "has a zero byte" / "has a byte less than n").
+/// The lowest flagged byte is exact: a borrow only flags a byte above one
+/// that ends the run itself.
+#[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline]
-fn word(b: &[u8]) -> u64 {
-    <[u8; 8]>::try_from(b).map_or(0, u64::from_le_bytes)
-}
-
-/// Whether any byte of `w` is `"`, `\` or below 0x20 (the bit trick for
-/// "has a zero byte" / "has a byte less than n"; exact as a yes or no).
-#[inline]
-pub(super) fn ends_run(w: u64) -> bool {
+pub(super) fn ends_run(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |v: u64| v.wrapping_sub(ONES) & !v;
     let quote = zero(w ^ (ONES * u64::from(b'"')));
     let backslash = zero(w ^ (ONES * u64::from(b'\\')));
     let control = w.wrapping_sub(ONES * 0x20) & !w;
-    (quote | backslash | control) & HIGH != 0
+    (quote | backslash | control | w) & HIGH
+}
+
+/// Where the first byte of `chunk` that ends a run is, if one does: SSE2
+/// on x86_64, two words' bit tricks elsewhere (the .wasm).
+#[inline]
+pub(super) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    return first_end_sse2(chunk);
+    #[cfg(not(target_arch = "x86_64"))]
+    return first_end_words(chunk);
+}
+
+/// `first_end` a word at a time.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline]
+pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
+    let (a, b) = chunk.split_at(8);
+    let word = |h: &[u8]| <[u8; 8]>::try_from(h).map_or(u64::MAX, u64::from_le_bytes);
+    match (ends_run(word(a)), ends_run(word(b))) {
+        (0, 0) => None,
+        (0, m) => Some(8 + m.trailing_zeros() as usize / 8),
+        (m, _) => Some(m.trailing_zeros() as usize / 8),
+    }
+}
+
+/// `first_end` with SSE2, part of every x86_64 CPU: all sixteen compared
+/// at once.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(super) fn first_end_sse2(chunk: &[u8; 16]) -> Option<usize> {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+    // SAFETY: SSE2 is in x86_64's baseline, so the intrinsics run on any
+    // CPU this code does; the load reads the sixteen bytes `chunk` borrows
+    // (an unaligned load, as `loadu` allows).
+    let mask = unsafe {
+        let v = _mm_loadu_si128(chunk.as_ptr().cast());
+        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        // Signed: below 0x20, or 0x80 and above (negative as i8).
+        let other = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), other))
+    };
+    (mask != 0).then(|| mask.trailing_zeros() as usize)
 }
 
 /// The scanner's place in a body, and the lexing every walk shares.
 pub(super) struct Parser<'a> {
-    s: &'a str,
     b: &'a [u8],
     pub(super) i: usize,
     /// Open containers while skipping: true for an object.
@@ -39,10 +84,9 @@ pub(super) struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
-    pub(super) fn new(text: &'a str) -> Self {
+    pub(super) fn new(body: &'a [u8]) -> Self {
         Parser {
-            s: text,
-            b: text.as_bytes(),
+            b: body,
             i: 0,
             stack: Vec::new(),
         }
@@ -180,7 +224,7 @@ impl<'a> Parser<'a> {
         if !integer {
             return Some(None);
         }
-        let text = self.s.get(start..self.i)?;
+        let text = std::str::from_utf8(self.b.get(start..self.i)?).ok()?;
         Some(Some(if text == "-0" { "0" } else { text }))
     }
 
@@ -196,48 +240,57 @@ impl<'a> Parser<'a> {
         (self.i > start).then_some(())
     }
 
-    /// Advances over plain string bytes; stops at `"`, `\` or a control
-    /// byte (invalid inside a string). UTF-8 was validated up front.
+    /// Advances over plain string bytes, sixteen at a time; stops at the
+    /// first that ends the run (`ends_run_at`).
     #[inline]
     fn plain_run(&mut self) {
-        // Most keys and values are short: a byte at a time first.
-        let short = self.i + 16;
+        while let Some(chunk) = self.b.get(self.i..).and_then(<[u8]>::first_chunk::<16>) {
+            if let Some(at) = first_end(chunk) {
+                self.i += at;
+                return;
+            }
+            self.i += 16;
+        }
         while let Some(&c) = self.b.get(self.i) {
             if ends_run_at(c) {
                 return;
             }
             self.i += 1;
-            if self.i == short {
-                return self.long_run();
-            }
         }
     }
 
-    /// The rest of a long run (a description, an embedded document):
-    /// sixteen bytes at a time while none of them ends it.
-    #[inline(never)]
-    fn long_run(&mut self) {
-        if let Some(rest) = self.b.get(self.i..) {
-            for pair in rest.chunks_exact(16) {
-                let (a, b) = pair.split_at(8);
-                if ends_run(word(a)) || ends_run(word(b)) {
-                    break;
-                }
-                self.i += 16;
+    /// One character beyond ASCII inside a string, as UTF-8 (no overlong
+    /// form, no surrogate, nothing above U+10FFFF): the lead byte gives its
+    /// length, the standard library checks it.
+    fn wide_char(&mut self) -> Option<()> {
+        let len = match self.peek()? {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return None,
+        };
+        let end = self.i.checked_add(len)?;
+        std::str::from_utf8(self.b.get(self.i..end)?).ok()?;
+        self.i = end;
+        Some(())
+    }
+
+    /// Advances over string bytes up to a `"`, a `\\` or a byte that is
+    /// invalid in a string; `None` at a character that is not UTF-8.
+    fn text_run(&mut self) -> Option<()> {
+        loop {
+            self.plain_run();
+            if self.peek()? < 0x80 {
+                return Some(());
             }
-        }
-        while let Some(&c) = self.b.get(self.i) {
-            if ends_run_at(c) {
-                break;
-            }
-            self.i += 1;
+            self.wide_char()?;
         }
     }
 
     fn skip_string(&mut self) -> Option<()> {
         self.expect(b'"')?;
         loop {
-            self.plain_run();
+            self.text_run()?;
             match self.peek()? {
                 b'"' => {
                     self.i += 1;
@@ -251,29 +304,34 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Parses a string, borrowing it when it holds no escape.
-    pub(super) fn string(&mut self) -> Option<Cow<'a, str>> {
+    /// A string's UTF-8 bytes, unescaped: checked as UTF-8 on the way, so
+    /// neither a key compared nor a value found needs a second pass;
+    /// borrowed when it holds no escape.
+    pub(super) fn string(&mut self) -> Option<Cow<'a, [u8]>> {
         self.expect(b'"')?;
         let start = self.i;
-        self.plain_run();
+        self.text_run()?;
         if self.peek()? == b'"' {
-            let s = self.s.get(start..self.i)?;
+            let s = self.b.get(start..self.i)?;
             self.i += 1;
             return Some(Cow::Borrowed(s));
         }
-        let mut owned = String::from(self.s.get(start..self.i)?);
+        let mut owned = self.b.get(start..self.i)?.to_vec();
         loop {
             match self.peek()? {
                 b'"' => {
                     self.i += 1;
                     return Some(Cow::Owned(owned));
                 }
-                b'\\' => owned.push(self.escape()?),
+                b'\\' => {
+                    let c = self.escape()?;
+                    owned.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                }
                 _ => return None,
             }
             let run = self.i;
-            self.plain_run();
-            owned.push_str(self.s.get(run..self.i)?);
+            self.text_run()?;
+            owned.extend_from_slice(self.b.get(run..self.i)?);
         }
     }
 

@@ -34,8 +34,9 @@ pub type Path = Vec<String>;
 /// A scalar found at a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scalar<'a> {
-    /// A JSON string, unescaped.
-    Str(Cow<'a, str>),
+    /// A JSON string, unescaped: UTF-8 (the scan checked it), as bytes,
+    /// since a key is bytes (a second check would cost as much again).
+    Str(Cow<'a, [u8]>),
     /// A JSON integer, as exact decimal text.
     Int(&'a str),
     /// Something else is there (a float, a boolean, null, an object or an
@@ -67,10 +68,7 @@ pub fn extract<'a>(body: &'a [u8], paths: &[Path]) -> Option<Vec<Option<Scalar<'
 
 /// `extract`, telling where an invalid body stops being JSON.
 pub fn scan<'a>(body: &'a [u8], paths: &[Path]) -> Result<Vec<Option<Scalar<'a>>>, Invalid> {
-    let text = std::str::from_utf8(body).map_err(|e| Invalid {
-        offset: e.valid_up_to(),
-    })?;
-    let mut p = Parser::new(text);
+    let mut p = Parser::new(body);
     let mut walk = Walk {
         paths,
         out: vec![None; paths.len()],
@@ -95,7 +93,10 @@ pub fn scan<'a>(body: &'a [u8], paths: &[Path]) -> Result<Vec<Option<Scalar<'a>>
         p.at_end()
     };
     if !ok {
-        return Err(Invalid { offset: p.i });
+        // The scan checks UTF-8 only inside strings, where anything beyond
+        // ASCII may be; bytes that are not UTF-8 anywhere are named first.
+        let offset = std::str::from_utf8(body).map_or_else(|e| e.valid_up_to(), |_| p.i);
+        return Err(Invalid { offset });
     }
     Ok(walk.out)
 }
@@ -160,7 +161,7 @@ impl<'a> Walk<'_, 'a> {
                 paths
                     .get(c)
                     .and_then(|p| p.get(depth))
-                    .is_some_and(|seg| *seg == *key)
+                    .is_some_and(|seg| seg.as_bytes() == &*key)
             };
             // The candidates on this key: on the stack for a few paths (no
             // allocation per key), a Vec for many.

@@ -1,13 +1,13 @@
 //! The scanner's unit tests.
 
-use super::lex::ends_run;
+use super::lex::{ends_run, first_end, first_end_words};
 use super::*;
 
 fn one(body: &str, path: &str) -> Option<Option<String>> {
     let paths = vec![parse_path(path).unwrap()];
     extract(body.as_bytes(), &paths).map(|v| {
         v.into_iter().next().flatten().map(|s| match s {
-            Scalar::Str(s) => format!("s:{s}"),
+            Scalar::Str(s) => format!("s:{}", String::from_utf8_lossy(&s)),
             Scalar::Int(i) => format!("i:{i}"),
             Scalar::Other => "other".into(),
         })
@@ -64,15 +64,95 @@ fn escaped_keys_and_values() {
 }
 
 #[test]
-fn ends_run_exactly_at_quote_backslash_and_control() {
+fn ends_run_exactly_at_quote_backslash_control_and_beyond_ascii() {
     for b in 0..=255u8 {
-        let want = b == b'"' || b == b'\\' || b < 0x20;
+        let want = b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b);
         for at in 0..8 {
-            let mut w = [b'a', 0xC3, 0xA9, b'z', 0x7F, 0xFF, b' ', b'~'];
+            let mut w = [b'a', b'!', b'#', b'z', 0x7F, b'[', b' ', b'~'];
             w[at] = b;
-            assert_eq!(ends_run(u64::from_le_bytes(w)), want, "byte {b:#x} at {at}");
+            assert_eq!(
+                ends_run(u64::from_le_bytes(w)) != 0,
+                want,
+                "byte {b:#x} at {at}"
+            );
         }
     }
+}
+
+#[test]
+fn the_first_end_of_a_chunk_is_exact_both_ways() {
+    // Every byte at every place, behind plain bytes and ahead of bytes
+    // that end a run too (a borrow must not move the answer).
+    let ahead = [b'"', b'\\', 0x00, 0x1F, 0x80, 0xFF, b'a'];
+    for b in 0..=255u8 {
+        for at in 0..16 {
+            for &next in &ahead {
+                let mut chunk = [b'x'; 16];
+                chunk[at] = b;
+                for c in chunk.iter_mut().skip(at + 1) {
+                    *c = next;
+                }
+                let want = chunk
+                    .iter()
+                    .position(|&c| c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c));
+                assert_eq!(
+                    first_end_words(&chunk),
+                    want,
+                    "byte {b:#x} at {at}, then {next:#x}"
+                );
+                assert_eq!(
+                    first_end(&chunk),
+                    want,
+                    "byte {b:#x} at {at}, then {next:#x}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn strings_beyond_ascii_are_utf8_a_character_at_a_time() {
+    let at = |b: &[u8]| scan(b, &[]).err().map(|e| e.offset);
+    // Valid: two, three and four bytes, inside long runs and short ones.
+    let long = "é€😀".repeat(20);
+    for text in [
+        "é",
+        "€",
+        "😀",
+        "aé",
+        long.as_str(),
+        &format!("{long}\\n{long}"),
+    ] {
+        let body = format!(r#"{{"k":"{text}","id":"{text}"}}"#);
+        assert_eq!(at(body.as_bytes()), None, "{text}");
+        let want = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(one(&body, "id"), Some(Some(format!("s:{want}"))));
+    }
+    // Not UTF-8: a lone continuation, an overlong form, a surrogate, past
+    // U+10FFFF, a truncated character, each after a long ASCII run too.
+    for bad in [
+        &b"\x80"[..],
+        b"\xC0\xAF",
+        b"\xED\xA0\x80",
+        b"\xF4\x90\x80\x80",
+        b"\xE2\x82",
+    ] {
+        for pad in [0, 3, 40] {
+            let mut body = br#"{"k":""#.to_vec();
+            body.extend(std::iter::repeat_n(b'a', pad));
+            body.extend_from_slice(bad);
+            body.extend_from_slice(br#"","id":"x"}"#);
+            assert_eq!(at(&body), Some(6 + pad), "{bad:x?} after {pad}");
+            assert_eq!(extract(&body, &[vec!["id".into()]]), None);
+        }
+    }
+    // Beyond ASCII outside a string is not JSON; a later bad byte is named
+    // before an earlier syntax error, as a whole-body UTF-8 check would.
+    assert_eq!(at("{\"a\":é}".as_bytes()), Some(5));
+    assert_eq!(at(b"{\"a\" 1, \"b\":\"\xff\"}"), Some(13));
 }
 
 #[test]
