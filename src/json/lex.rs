@@ -1,5 +1,5 @@
-//! The JSON lexing the path walk stands on: whitespace, strings (sixteen
-//! plain bytes at a time, UTF-8 checked a character at a time where a
+//! The JSON lexing the path walk stands on: whitespace, strings (plain
+//! bytes sixteen and sixty-four at a time, UTF-8 checked a character at a time where a
 //! string leaves ASCII), numbers, literals, and a value skipped whole
 //! without recursion.
 
@@ -34,29 +34,58 @@ pub(super) fn ends_run(w: u64) -> u64 {
 #[inline]
 pub(super) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
-    return first_end_sse2(chunk);
+    let m = ends_sse2(chunk);
     #[cfg(not(target_arch = "x86_64"))]
     return first_end_words(chunk);
+    #[cfg(target_arch = "x86_64")]
+    (m != 0).then(|| m.trailing_zeros() as usize)
+}
+
+/// Whether any byte of a 64-byte block ends a run (a long string's bulk,
+/// with one test for the four sixteens).
+#[inline]
+pub(super) fn any_end(block: &[u8; 64]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return block
+        .as_chunks::<16>()
+        .0
+        .iter()
+        .fold(0, |m, c| m | ends_sse2(c))
+        != 0;
+    #[cfg(not(target_arch = "x86_64"))]
+    return any_end_words(block);
 }
 
 /// `first_end` a word at a time.
 #[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline]
 pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
-    let (a, b) = chunk.split_at(8);
-    let word = |h: &[u8]| <[u8; 8]>::try_from(h).map_or(u64::MAX, u64::from_le_bytes);
-    match (ends_run(word(a)), ends_run(word(b))) {
+    let [a, b] = chunk.as_chunks::<8>().0 else {
+        return None;
+    };
+    match (
+        ends_run(u64::from_le_bytes(*a)),
+        ends_run(u64::from_le_bytes(*b)),
+    ) {
         (0, 0) => None,
         (0, m) => Some(8 + m.trailing_zeros() as usize / 8),
         (m, _) => Some(m.trailing_zeros() as usize / 8),
     }
 }
 
-/// `first_end` with SSE2, part of every x86_64 CPU: all sixteen compared
-/// at once.
+/// `any_end` a word at a time.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline]
+pub(super) fn any_end_words(block: &[u8; 64]) -> bool {
+    let words = block.as_chunks::<8>().0.iter();
+    words.fold(0, |m, w| m | ends_run(u64::from_le_bytes(*w))) != 0
+}
+
+/// The bytes of `chunk` that end a run, a bit each (lowest: the first),
+/// with SSE2, part of every x86_64 CPU: all sixteen compared at once.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-pub(super) fn first_end_sse2(chunk: &[u8; 16]) -> Option<usize> {
+fn ends_sse2(chunk: &[u8; 16]) -> u32 {
     use std::arch::x86_64::{
         _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
         _mm_set1_epi8,
@@ -72,7 +101,7 @@ pub(super) fn first_end_sse2(chunk: &[u8; 16]) -> Option<usize> {
         let other = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
         _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), other))
     };
-    (mask != 0).then(|| mask.trailing_zeros() as usize)
+    mask as u32
 }
 
 /// The scanner's place in a body, and the lexing every walk shares.
@@ -240,16 +269,30 @@ impl<'a> Parser<'a> {
         (self.i > start).then_some(())
     }
 
-    /// Advances over plain string bytes, sixteen at a time; stops at the
-    /// first that ends the run (`ends_run_at`).
+    /// Advances over plain string bytes to the first that ends the run
+    /// (`ends_run_at`): sixteen at a time, where most keys and values end;
+    /// past them, sixty-four at a time while none ends it.
     #[inline]
     fn plain_run(&mut self) {
-        while let Some(chunk) = self.b.get(self.i..).and_then(<[u8]>::first_chunk::<16>) {
+        let mut long = false;
+        loop {
+            if long {
+                while let Some(block) = self.b.get(self.i..).and_then(<[u8]>::first_chunk::<64>) {
+                    if any_end(block) {
+                        break;
+                    }
+                    self.i += 64;
+                }
+            }
+            let Some(chunk) = self.b.get(self.i..).and_then(<[u8]>::first_chunk::<16>) else {
+                break;
+            };
             if let Some(at) = first_end(chunk) {
                 self.i += at;
                 return;
             }
             self.i += 16;
+            long = true;
         }
         while let Some(&c) = self.b.get(self.i) {
             if ends_run_at(c) {

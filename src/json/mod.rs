@@ -70,25 +70,28 @@ pub fn extract<'a>(body: &'a [u8], paths: &[Path]) -> Option<Vec<Option<Scalar<'
 pub fn scan<'a>(body: &'a [u8], paths: &[Path]) -> Result<Vec<Option<Scalar<'a>>>, Invalid> {
     let mut p = Parser::new(body);
     let mut walk = Walk {
-        paths,
         out: vec![None; paths.len()],
     };
-    let mut few = [0usize; FEW];
-    let many: Vec<usize>;
-    let all: &[usize] = match few.get_mut(..paths.len()) {
+    let all = paths.iter().enumerate().map(|(slot, path)| Cand {
+        slot,
+        rest: path.as_slice(),
+    });
+    let mut few = [Cand::NONE; FEW];
+    let many: Vec<Cand<'_>>;
+    let all: &[Cand<'_>] = match few.get_mut(..paths.len()) {
         Some(f) => {
-            for (i, slot) in f.iter_mut().enumerate() {
-                *slot = i;
+            for (slot, c) in f.iter_mut().zip(all) {
+                *slot = c;
             }
             f
         }
         None => {
-            many = (0..paths.len()).collect();
+            many = all.collect();
             &many
         }
     };
     p.ws();
-    let ok = walk.value_on(&mut p, 0, all).is_some() && {
+    let ok = walk.value_on(&mut p, all).is_some() && {
         p.ws();
         p.at_end()
     };
@@ -109,43 +112,48 @@ pub fn is_valid(body: &[u8]) -> bool {
     scan(body, &[]).is_ok()
 }
 
-/// The walk along the configured paths: the paths, and what each found.
-struct Walk<'p, 'a> {
-    paths: &'p [Path],
+/// A path still on course at some value: its slot in the answer, and the
+/// keys it has yet to take from there (none: the path ends at the value).
+#[derive(Clone, Copy)]
+struct Cand<'p> {
+    slot: usize,
+    rest: &'p [String],
+}
+
+impl Cand<'_> {
+    const NONE: Self = Cand { slot: 0, rest: &[] };
+}
+
+/// The walk along the configured paths: what each path found.
+struct Walk<'a> {
     out: Vec<Option<Scalar<'a>>>,
 }
 
-impl<'a> Walk<'_, 'a> {
-    /// A value at `depth` under the on-path candidates `cands` (indices into
-    /// `paths` whose first `depth` segments led here).
-    fn value_on(&mut self, p: &mut Parser<'a>, depth: usize, cands: &[usize]) -> Option<()> {
-        let paths = self.paths;
-        let leaf = |c: &usize| paths.get(*c).is_some_and(|path| path.len() == depth);
+impl<'a> Walk<'a> {
+    /// A value under the paths `cands` that led here.
+    fn value_on(&mut self, p: &mut Parser<'a>, cands: &[Cand<'_>]) -> Option<()> {
         let found = match p.peek()? {
-            b'"' => Some(Scalar::Str(p.string()?)),
-            b'-' | b'0'..=b'9' => Some(p.number()?.map_or(Scalar::Other, Scalar::Int)),
-            b'{' if cands.iter().any(|c| !leaf(c)) => {
-                self.object_on(p, depth, cands)?;
+            b'"' => Scalar::Str(p.string()?),
+            b'-' | b'0'..=b'9' => p.number()?.map_or(Scalar::Other, Scalar::Int),
+            b'{' if cands.iter().any(|c| !c.rest.is_empty()) => {
+                self.object_on(p, cands)?;
                 // An object, for the paths that end here.
-                Some(Scalar::Other)
+                Scalar::Other
             }
             _ => {
                 p.skip_value()?;
-                Some(Scalar::Other)
+                Scalar::Other
             }
         };
-        if let Some(v) = found {
-            for c in cands.iter().filter(|c| leaf(c)) {
-                if let Some(slot) = self.out.get_mut(*c) {
-                    *slot = Some(v.clone());
-                }
+        for c in cands.iter().filter(|c| c.rest.is_empty()) {
+            if let Some(slot) = self.out.get_mut(c.slot) {
+                *slot = Some(found.clone());
             }
         }
         Some(())
     }
 
-    fn object_on(&mut self, p: &mut Parser<'a>, depth: usize, cands: &[usize]) -> Option<()> {
-        let paths = self.paths;
+    fn object_on(&mut self, p: &mut Parser<'a>, cands: &[Cand<'_>]) -> Option<()> {
         p.expect(b'{')?;
         p.ws();
         if p.peek()? == b'}' {
@@ -157,39 +165,35 @@ impl<'a> Walk<'_, 'a> {
             p.ws();
             p.expect(b':')?;
             p.ws();
-            let on = |&c: &usize| {
-                paths
-                    .get(c)
-                    .and_then(|p| p.get(depth))
-                    .is_some_and(|seg| seg.as_bytes() == &*key)
-            };
-            // The candidates on this key: on the stack for a few paths (no
-            // allocation per key), a Vec for many.
-            let mut few = [0usize; FEW];
-            let many: Vec<usize>;
-            let sub: &[usize] = if cands.len() <= FEW {
+            // The paths that take this key, one key further on: on the
+            // stack for a few paths (no allocation per key), a Vec for many.
+            let on = cands.iter().filter_map(|c| match c.rest.split_first() {
+                Some((seg, rest)) if seg.as_bytes() == &*key => Some(Cand { slot: c.slot, rest }),
+                _ => None,
+            });
+            let mut few = [Cand::NONE; FEW];
+            let many: Vec<Cand<'_>>;
+            let sub: &[Cand<'_>] = if cands.len() <= FEW {
                 let mut n = 0;
-                for &c in cands.iter().filter(|c| on(c)) {
-                    if let Some(slot) = few.get_mut(n) {
-                        *slot = c;
-                        n += 1;
-                    }
+                for (slot, c) in few.iter_mut().zip(on) {
+                    *slot = c;
+                    n += 1;
                 }
                 few.get(..n).unwrap_or_default()
             } else {
-                many = cands.iter().copied().filter(on).collect();
+                many = on.collect();
                 &many
             };
             if sub.is_empty() {
                 p.skip_value()?;
             } else {
                 // A duplicate key replaces everything an earlier one held.
-                for &c in sub {
-                    if let Some(slot) = self.out.get_mut(c) {
+                for c in sub {
+                    if let Some(slot) = self.out.get_mut(c.slot) {
                         *slot = None;
                     }
                 }
-                self.value_on(p, depth + 1, sub)?;
+                self.value_on(p, sub)?;
             }
             p.ws();
             match p.peek()? {

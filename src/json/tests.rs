@@ -1,6 +1,6 @@
 //! The scanner's unit tests.
 
-use super::lex::{ends_run, first_end, first_end_words};
+use super::lex::{any_end, any_end_words, ends_run, first_end, first_end_words};
 use super::*;
 
 fn one(body: &str, path: &str) -> Option<Option<String>> {
@@ -106,6 +106,44 @@ fn the_first_end_of_a_chunk_is_exact_both_ways() {
                     "byte {b:#x} at {at}, then {next:#x}"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn a_block_ends_a_run_if_any_byte_does_both_ways() {
+    for b in 0..=255u8 {
+        for at in 0..64 {
+            let mut block = [b'x'; 64];
+            block[at] = b;
+            let want = b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b);
+            assert_eq!(any_end_words(&block), want, "byte {b:#x} at {at}");
+            assert_eq!(any_end(&block), want, "byte {b:#x} at {at}");
+        }
+    }
+}
+
+#[test]
+fn runs_of_every_length_end_at_their_first_ending_byte() {
+    // Every length up to past two blocks, each ending byte: the sixteens,
+    // the sixty-fours and the byte-at-a-time tail all find the same end.
+    for len in 0..200 {
+        for end in [&b"\""[..], b"\\n\"", b"\xC3\xA9\""] {
+            let mut body = br#"{"id":""#.to_vec();
+            body.extend(std::iter::repeat_n(b'a', len));
+            body.extend_from_slice(end);
+            body.push(b'}');
+            let mut want = "a".repeat(len);
+            want.push_str(match end[0] {
+                b'"' => "",
+                b'\\' => "\n",
+                _ => "\u{e9}",
+            });
+            assert_eq!(
+                one(std::str::from_utf8(&body).unwrap(), "id"),
+                Some(Some(format!("s:{want}"))),
+                "{len}"
+            );
         }
     }
 }
