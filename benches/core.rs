@@ -27,14 +27,15 @@ const GITHUB_SEALED: &str = r#"{"seal":{"keys":[{"value":"queue-key"}]},"sources
   {"type":"kafka","ordered":true,"ordering_key":{"header":"x-github-hook-id"}}]}]}"#;
 
 /// A Stripe-like event of about `size` bytes whose `id` and
-/// `data.object.customer` come after the padding (the worst case).
-fn event(size: usize) -> Vec<u8> {
+/// `data.object.customer` come after the padding (the worst case); each
+/// line item's description ends in `words`.
+fn event(size: usize, words: &str) -> Vec<u8> {
     let mut items = Vec::new();
     let mut len = 0;
     let mut i = 0;
     while len + 300 < size {
         let item = format!(
-            r#"{{"id":"ii_{i:08}","object":"invoiceitem","amount":{},"currency":"usd","description":"Line \"item\" {i} \u00e9","metadata":{{"k":"v","n":null,"ok":true}},"period":{{"start":1700000000,"end":1700086400}}}}"#,
+            r#"{{"id":"ii_{i:08}","object":"invoiceitem","amount":{},"currency":"usd","description":"Line \"item\" {i} {words}","metadata":{{"k":"v","n":null,"ok":true}},"period":{{"start":1700000000,"end":1700086400}}}}"#,
             i * 37
         );
         len += item.len() + 1;
@@ -262,12 +263,16 @@ fn main() {
             "-"
         );
     }
-    for (name, size) in [
-        ("stripe-like 1 KiB", 1024),
-        ("64 KiB, paths at the end", 64 * 1024),
-        ("1 MiB, paths at the end", 1024 * 1024),
+    // Text beyond ASCII: Latin with accents, CJK, an emoji, as a product's
+    // description carries it (about 160 bytes of it an item).
+    let text = "Caf\u{e9} cr\u{e8}me, na\u{ef}ve r\u{e9}sum\u{e9}. \u{65e5}\u{672c}\u{8a9e}\u{306e}\u{8aac}\u{660e}\u{3002} \u{1f600} ".repeat(3);
+    for (name, size, words) in [
+        ("stripe-like 1 KiB", 1024, "\\u00e9"),
+        ("64 KiB, paths at the end", 64 * 1024, "\\u00e9"),
+        ("64 KiB, text beyond ASCII", 64 * 1024, text.as_str()),
+        ("1 MiB, paths at the end", 1024 * 1024, "\\u00e9"),
     ] {
-        let body = event(size);
+        let body = event(size, words);
         // Same answers, or the comparison means nothing.
         let r = decide::decide(
             &stripe,

@@ -173,7 +173,7 @@ fn source_id(config: &str) -> &str {
 }
 
 pub fn run(n: u32) {
-    let body = event(1024);
+    let body = event(1024, "x");
     println!("Forged vs valid requests one worker's core refuses or stamps a second (1 KiB body, {n} each):");
     println!(
         "{:<58} {:>12} {:>12} {:>8}",

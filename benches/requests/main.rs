@@ -1,8 +1,9 @@
 //! The core's cost per request through the lifecycle, for callgrind:
-//! `cargo bench --bench requests -- <b|c|d> <n>` runs `n` requests of
-//! bench_envoy.py's row through the lifecycle's `Request` (as the dynamic module drives it) with a
-//! host that does nothing but hand over the headers as views and the body
-//! in one chunk.
+//! `cargo bench --bench requests -- <b|c|d|v|e|t> <n>` runs `n` requests
+//! of bench_envoy.py's row through the lifecycle's `Request` (as the
+//! dynamic module drives it) with a host that does nothing but hand over
+//! the headers as views and the body in one chunk; (t) is (e) with its pad
+//! of text beyond ASCII.
 //! `scripts/core-cost.sh` runs it under callgrind for two counts and prints
 //! the instructions per request. It prints counts, never times.
 //!
@@ -28,13 +29,25 @@ const VERIFIED: &str = r#"{"prefix": "/webhooks", "sources": [{"id": "stripe", "
     "sinks": [{"type": "sqs", "ordered": true, "ordering_key": {"json": "data.object.customer"}}]}]}"#;
 const NONE: &str = r#"{"prefix": "/elsewhere", "sources": [{"id": "github", "dedupe": "github"}]}"#;
 
-/// bench_envoy.py's `event(size)`.
-fn event(size: usize) -> Vec<u8> {
+/// bench_envoy.py's `event(size)`: its pad is `fill` repeated (bench_envoy's
+/// is "x"), cut to `size` bytes at a character's end.
+fn event(size: usize, fill: &str) -> Vec<u8> {
     let tail = r#","data":{"object":{"object":"invoice","customer":"cus_9s6XKzkNRiz8i3"}},"id":"evt_1OabcdEFGhijkLMN"}"#;
     let head = r#"{"object":"event","type":"invoice.paid","pad":""#;
-    let pad = "x".repeat(size - head.len() - tail.len() - 1);
+    let room = size - head.len() - tail.len() - 1;
+    let mut pad = String::with_capacity(room);
+    for c in fill.chars().cycle() {
+        if pad.len() + c.len_utf8() > room {
+            break;
+        }
+        pad.push(c);
+    }
     format!("{head}{pad}\"{tail}").into_bytes()
 }
+
+/// Text beyond ASCII, as a product description or a chat message carries
+/// it: Latin with accents, CJK, an emoji.
+const TEXT: &str = "Caf\u{e9} cr\u{e8}me, na\u{ef}ve r\u{e9}sum\u{e9}. \u{65e5}\u{672c}\u{8a9e}\u{306e}\u{8aac}\u{660e}\u{3002} \u{1f600} ";
 
 /// The host: the request's headers as views (as the dynamic module reads
 /// Envoy's), the body in one chunk.
@@ -141,9 +154,12 @@ fn main() {
         "d" | "v" => (
             if row == "d" { STRIPE } else { VERIFIED },
             "/webhooks/stripe",
-            event(1024),
+            event(1024, "x"),
         ),
-        other => panic!("no row {other}: b, c, d or v"),
+        // (e) natively, and the same size of text beyond ASCII.
+        "e" => (STRIPE, "/webhooks/stripe", event(64 * 1024, "x")),
+        "t" => (STRIPE, "/webhooks/stripe", event(64 * 1024, TEXT)),
+        other => panic!("no row {other}: b, c, d, v, e or t"),
     };
     let signature = stripe_signature(&body);
     let len: &'static str = Box::leak(body.len().to_string().into_boxed_str());

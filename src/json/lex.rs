@@ -1,42 +1,46 @@
 //! The JSON lexing the path walk stands on: whitespace, strings (plain
-//! bytes sixteen and sixty-four at a time, UTF-8 checked a character at a time where a
-//! string leaves ASCII), numbers, literals, and a value skipped whole
-//! without recursion.
+//! bytes sixteen and sixty-four at a time; past a byte beyond ASCII, the
+//! rest of the run checked as UTF-8 at once), numbers, literals, and a
+//! value skipped whole without recursion.
 
 use std::borrow::Cow;
 
-/// Whether a byte ends a run of plain string bytes: `"`, `\`, a control
-/// byte (invalid inside a string), or the first byte of a character beyond
-/// ASCII (checked as UTF-8 on its own).
+/// Whether a byte ends a run of string bytes: `"`, `\`, a control byte
+/// (invalid inside a string), and in an ASCII run (`WIDE` false) a byte
+/// beyond ASCII, where the run turns wide and is checked as UTF-8. None of
+/// the first three is ever part of a UTF-8 character, so a wide run ends
+/// between characters.
 #[inline]
-fn ends_run_at(c: u8) -> bool {
-    c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c)
+fn ends_run_at<const WIDE: bool>(c: u8) -> bool {
+    c == b'"' || c == b'\\' || c < 0x20 || (!WIDE && c >= 0x80)
 }
 
-/// The bytes of `w` (little-endian) that end a run, as each byte's high
-/// bit (the bit trick for "has a zero byte" / "has a byte less than n").
-/// The lowest flagged byte is exact: a borrow only flags a byte above one
-/// that ends the run itself.
+/// The bytes of `w` (little-endian) that end a run (`ends_run_at`), as
+/// each byte's high bit (the bit trick for "has a zero byte" / "has a byte
+/// less than n"). The lowest flagged byte is exact: a borrow only flags a
+/// byte above one that ends the run itself.
 #[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline]
-pub(super) fn ends_run(w: u64) -> u64 {
+pub(super) fn ends_run<const WIDE: bool>(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |v: u64| v.wrapping_sub(ONES) & !v;
     let quote = zero(w ^ (ONES * u64::from(b'"')));
     let backslash = zero(w ^ (ONES * u64::from(b'\\')));
+    // `& !w`: a byte with its high bit set is never a control byte.
     let control = w.wrapping_sub(ONES * 0x20) & !w;
-    (quote | backslash | control | w) & HIGH
+    let beyond_ascii = if WIDE { 0 } else { w };
+    (quote | backslash | control | beyond_ascii) & HIGH
 }
 
 /// Where the first byte of `chunk` that ends a run is, if one does: SSE2
 /// on x86_64, two words' bit tricks elsewhere (the .wasm).
 #[inline]
-pub(super) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
+pub(super) fn first_end<const WIDE: bool>(chunk: &[u8; 16]) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
-    let m = ends_sse2(chunk);
+    let m = ends_sse2::<WIDE>(chunk);
     #[cfg(not(target_arch = "x86_64"))]
-    return first_end_words(chunk);
+    return first_end_words::<WIDE>(chunk);
     #[cfg(target_arch = "x86_64")]
     (m != 0).then(|| m.trailing_zeros() as usize)
 }
@@ -44,29 +48,27 @@ pub(super) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
 /// Whether any byte of a 64-byte block ends a run (a long string's bulk,
 /// with one test for the four sixteens).
 #[inline]
-pub(super) fn any_end(block: &[u8; 64]) -> bool {
+pub(super) fn any_end<const WIDE: bool>(block: &[u8; 64]) -> bool {
     #[cfg(target_arch = "x86_64")]
     return block
         .as_chunks::<16>()
         .0
         .iter()
-        .fold(0, |m, c| m | ends_sse2(c))
+        .fold(0, |m, c| m | ends_sse2::<WIDE>(c))
         != 0;
     #[cfg(not(target_arch = "x86_64"))]
-    return any_end_words(block);
+    return any_end_words::<WIDE>(block);
 }
 
 /// `first_end` a word at a time.
 #[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline]
-pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
+pub(super) fn first_end_words<const WIDE: bool>(chunk: &[u8; 16]) -> Option<usize> {
     let [a, b] = chunk.as_chunks::<8>().0 else {
         return None;
     };
-    match (
-        ends_run(u64::from_le_bytes(*a)),
-        ends_run(u64::from_le_bytes(*b)),
-    ) {
+    let ends = |w: &[u8; 8]| ends_run::<WIDE>(u64::from_le_bytes(*w));
+    match (ends(a), ends(b)) {
         (0, 0) => None,
         (0, m) => Some(8 + m.trailing_zeros() as usize / 8),
         (m, _) => Some(m.trailing_zeros() as usize / 8),
@@ -76,19 +78,19 @@ pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
 /// `any_end` a word at a time.
 #[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline]
-pub(super) fn any_end_words(block: &[u8; 64]) -> bool {
+pub(super) fn any_end_words<const WIDE: bool>(block: &[u8; 64]) -> bool {
     let words = block.as_chunks::<8>().0.iter();
-    words.fold(0, |m, w| m | ends_run(u64::from_le_bytes(*w))) != 0
+    words.fold(0, |m, w| m | ends_run::<WIDE>(u64::from_le_bytes(*w))) != 0
 }
 
 /// The bytes of `chunk` that end a run, a bit each (lowest: the first),
 /// with SSE2, part of every x86_64 CPU: all sixteen compared at once.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn ends_sse2(chunk: &[u8; 16]) -> u32 {
+fn ends_sse2<const WIDE: bool>(chunk: &[u8; 16]) -> u32 {
     use std::arch::x86_64::{
-        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
-        _mm_set1_epi8,
+        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8,
     };
     // SAFETY: SSE2 is in x86_64's baseline, so the intrinsics run on any
     // CPU this code does; the load reads the sixteen bytes `chunk` borrows
@@ -97,8 +99,13 @@ fn ends_sse2(chunk: &[u8; 16]) -> u32 {
         let v = _mm_loadu_si128(chunk.as_ptr().cast());
         let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
         let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-        // Signed: below 0x20, or 0x80 and above (negative as i8).
-        let other = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+        let other = if WIDE {
+            // Unsigned: at most 0x1F, a control byte.
+            _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1F)), v)
+        } else {
+            // Signed: below 0x20, or 0x80 and above (negative as i8).
+            _mm_cmplt_epi8(v, _mm_set1_epi8(0x20))
+        };
         _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), other))
     };
     mask as u32
@@ -269,16 +276,16 @@ impl<'a> Parser<'a> {
         (self.i > start).then_some(())
     }
 
-    /// Advances over plain string bytes to the first that ends the run
+    /// Advances over string bytes to the first that ends the run
     /// (`ends_run_at`): sixteen at a time, where most keys and values end;
     /// past them, sixty-four at a time while none ends it.
     #[inline]
-    fn plain_run(&mut self) {
+    fn run<const WIDE: bool>(&mut self) {
         let mut long = false;
         loop {
             if long {
                 while let Some(block) = self.b.get(self.i..).and_then(<[u8]>::first_chunk::<64>) {
-                    if any_end(block) {
+                    if any_end::<WIDE>(block) {
                         break;
                     }
                     self.i += 64;
@@ -287,7 +294,7 @@ impl<'a> Parser<'a> {
             let Some(chunk) = self.b.get(self.i..).and_then(<[u8]>::first_chunk::<16>) else {
                 break;
             };
-            if let Some(at) = first_end(chunk) {
+            if let Some(at) = first_end::<WIDE>(chunk) {
                 self.i += at;
                 return;
             }
@@ -295,39 +302,26 @@ impl<'a> Parser<'a> {
             long = true;
         }
         while let Some(&c) = self.b.get(self.i) {
-            if ends_run_at(c) {
+            if ends_run_at::<WIDE>(c) {
                 return;
             }
             self.i += 1;
         }
     }
 
-    /// One character beyond ASCII inside a string, as UTF-8 (no overlong
-    /// form, no surrogate, nothing above U+10FFFF): the lead byte gives its
-    /// length, the standard library checks it.
-    fn wide_char(&mut self) -> Option<()> {
-        let len = match self.peek()? {
-            0xC2..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF4 => 4,
-            _ => return None,
-        };
-        let end = self.i.checked_add(len)?;
-        std::str::from_utf8(self.b.get(self.i..end)?).ok()?;
-        self.i = end;
-        Some(())
-    }
-
     /// Advances over string bytes up to a `"`, a `\\` or a byte that is
-    /// invalid in a string; `None` at a character that is not UTF-8.
+    /// invalid in a string; `None` where they are not UTF-8. From the first
+    /// byte beyond ASCII the rest of the run is checked as UTF-8 at once:
+    /// text that is mostly beyond ASCII costs what the check costs.
     fn text_run(&mut self) -> Option<()> {
-        loop {
-            self.plain_run();
-            if self.peek()? < 0x80 {
-                return Some(());
-            }
-            self.wide_char()?;
+        self.run::<false>();
+        if self.peek()? < 0x80 {
+            return Some(());
         }
+        let start = self.i;
+        self.run::<true>();
+        std::str::from_utf8(self.b.get(start..self.i)?).ok()?;
+        Some(())
     }
 
     fn skip_string(&mut self) -> Option<()> {

@@ -63,17 +63,28 @@ fn escaped_keys_and_values() {
     );
 }
 
+/// The bytes that end a run, stated plainly: in an ASCII run (`wide`
+/// false) and in one past a byte beyond ASCII.
+fn ends(c: u8, wide: bool) -> bool {
+    c == b'"' || c == b'\\' || c < 0x20 || (!wide && c >= 0x80)
+}
+
 #[test]
 fn ends_run_exactly_at_quote_backslash_control_and_beyond_ascii() {
     for b in 0..=255u8 {
-        let want = b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b);
         for at in 0..8 {
             let mut w = [b'a', b'!', b'#', b'z', 0x7F, b'[', b' ', b'~'];
             w[at] = b;
+            let w = u64::from_le_bytes(w);
             assert_eq!(
-                ends_run(u64::from_le_bytes(w)) != 0,
-                want,
+                ends_run::<false>(w) != 0,
+                ends(b, false),
                 "byte {b:#x} at {at}"
+            );
+            assert_eq!(
+                ends_run::<true>(w) != 0,
+                ends(b, true),
+                "byte {b:#x} at {at}, wide"
             );
         }
     }
@@ -81,30 +92,26 @@ fn ends_run_exactly_at_quote_backslash_control_and_beyond_ascii() {
 
 #[test]
 fn the_first_end_of_a_chunk_is_exact_both_ways() {
-    // Every byte at every place, behind plain bytes and ahead of bytes
-    // that end a run too (a borrow must not move the answer).
+    // Every byte at every place, behind plain bytes (ASCII, and beyond it
+    // for a wide run) and ahead of bytes that end a run too (a borrow must
+    // not move the answer).
     let ahead = [b'"', b'\\', 0x00, 0x1F, 0x80, 0xFF, b'a'];
     for b in 0..=255u8 {
         for at in 0..16 {
             for &next in &ahead {
-                let mut chunk = [b'x'; 16];
-                chunk[at] = b;
-                for c in chunk.iter_mut().skip(at + 1) {
-                    *c = next;
+                for behind in [b'x', 0xA9] {
+                    let mut chunk = [behind; 16];
+                    chunk[at] = b;
+                    for c in chunk.iter_mut().skip(at + 1) {
+                        *c = next;
+                    }
+                    let want = |wide| chunk.iter().position(|&c| ends(c, wide));
+                    let case = format!("byte {b:#x} at {at} behind {behind:#x}, then {next:#x}");
+                    assert_eq!(first_end_words::<false>(&chunk), want(false), "{case}");
+                    assert_eq!(first_end::<false>(&chunk), want(false), "{case}");
+                    assert_eq!(first_end_words::<true>(&chunk), want(true), "{case}, wide");
+                    assert_eq!(first_end::<true>(&chunk), want(true), "{case}, wide");
                 }
-                let want = chunk
-                    .iter()
-                    .position(|&c| c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c));
-                assert_eq!(
-                    first_end_words(&chunk),
-                    want,
-                    "byte {b:#x} at {at}, then {next:#x}"
-                );
-                assert_eq!(
-                    first_end(&chunk),
-                    want,
-                    "byte {b:#x} at {at}, then {next:#x}"
-                );
             }
         }
     }
@@ -114,11 +121,27 @@ fn the_first_end_of_a_chunk_is_exact_both_ways() {
 fn a_block_ends_a_run_if_any_byte_does_both_ways() {
     for b in 0..=255u8 {
         for at in 0..64 {
-            let mut block = [b'x'; 64];
-            block[at] = b;
-            let want = b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b);
-            assert_eq!(any_end_words(&block), want, "byte {b:#x} at {at}");
-            assert_eq!(any_end(&block), want, "byte {b:#x} at {at}");
+            for behind in [b'x', 0xA9] {
+                let mut block = [behind; 64];
+                block[at] = b;
+                let want = |wide| block.iter().any(|&c| ends(c, wide));
+                assert_eq!(
+                    any_end_words::<false>(&block),
+                    want(false),
+                    "byte {b:#x} at {at}"
+                );
+                assert_eq!(any_end::<false>(&block), want(false), "byte {b:#x} at {at}");
+                assert_eq!(
+                    any_end_words::<true>(&block),
+                    want(true),
+                    "byte {b:#x} at {at}, wide"
+                );
+                assert_eq!(
+                    any_end::<true>(&block),
+                    want(true),
+                    "byte {b:#x} at {at}, wide"
+                );
+            }
         }
     }
 }
@@ -127,13 +150,16 @@ fn a_block_ends_a_run_if_any_byte_does_both_ways() {
 fn runs_of_every_length_end_at_their_first_ending_byte() {
     // Every length up to past two blocks, each ending byte: the sixteens,
     // the sixty-fours and the byte-at-a-time tail all find the same end.
-    for len in 0..200 {
+    for (len, wide) in (0..200).flat_map(|len| [(len, false), (len, true)]) {
         for end in [&b"\""[..], b"\\n\"", b"\xC3\xA9\""] {
-            let mut body = br#"{"id":""#.to_vec();
+            // Wide: a character beyond ASCII first, so the run is checked
+            // as UTF-8 from there on.
+            let lead = if wide { "é" } else { "" };
+            let mut body = format!(r#"{{"id":"{lead}"#).into_bytes();
             body.extend(std::iter::repeat_n(b'a', len));
             body.extend_from_slice(end);
             body.push(b'}');
-            let mut want = "a".repeat(len);
+            let mut want = format!("{lead}{}", "a".repeat(len));
             want.push_str(match end[0] {
                 b'"' => "",
                 b'\\' => "\n",
@@ -149,7 +175,7 @@ fn runs_of_every_length_end_at_their_first_ending_byte() {
 }
 
 #[test]
-fn strings_beyond_ascii_are_utf8_a_character_at_a_time() {
+fn strings_beyond_ascii_are_checked_as_utf8() {
     let at = |b: &[u8]| scan(b, &[]).err().map(|e| e.offset);
     // Valid: two, three and four bytes, inside long runs and short ones.
     let long = "é€😀".repeat(20);
@@ -178,12 +204,16 @@ fn strings_beyond_ascii_are_utf8_a_character_at_a_time() {
         b"\xF4\x90\x80\x80",
         b"\xE2\x82",
     ] {
-        for pad in [0, 3, 40] {
-            let mut body = br#"{"k":""#.to_vec();
+        for (pad, lead) in [0, 3, 40, 100]
+            .into_iter()
+            .flat_map(|p| [(p, ""), (p, "é")])
+        {
+            let mut body = format!(r#"{{"k":"{lead}"#).into_bytes();
             body.extend(std::iter::repeat_n(b'a', pad));
             body.extend_from_slice(bad);
             body.extend_from_slice(br#"","id":"x"}"#);
-            assert_eq!(at(&body), Some(6 + pad), "{bad:x?} after {pad}");
+            let want = 6 + lead.len() + pad;
+            assert_eq!(at(&body), Some(want), "{bad:x?} after {lead:?} and {pad}");
             assert_eq!(extract(&body, &[vec!["id".into()]]), None);
         }
     }
