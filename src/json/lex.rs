@@ -1,18 +1,16 @@
 //! The JSON lexing the path walk stands on: whitespace, strings (plain
-//! bytes sixteen and sixty-four at a time; past a byte beyond ASCII, the
-//! rest of the run checked as UTF-8 at once), numbers, literals, and a
-//! value skipped whole without recursion.
+//! bytes sixteen and sixty-four at a time, a character beyond ASCII checked
+//! as UTF-8 where it is met), numbers, literals, and a value skipped whole
+//! without recursion.
 
 use std::borrow::Cow;
 
-/// Whether a byte ends a run of string bytes: `"`, `\`, a control byte
-/// (invalid inside a string), and in an ASCII run (`WIDE` false) a byte
-/// beyond ASCII, where the run turns wide and is checked as UTF-8. None of
-/// the first three is ever part of a UTF-8 character, so a wide run ends
-/// between characters.
+/// Whether a byte ends a run of plain string bytes: `"`, `\`, a control
+/// byte (invalid inside a string), or the first byte of a character beyond
+/// ASCII (checked as UTF-8 on its own, `utf8_char`).
 #[inline]
-fn ends_run_at<const WIDE: bool>(c: u8) -> bool {
-    c == b'"' || c == b'\\' || c < 0x20 || (!WIDE && c >= 0x80)
+fn ends_run_at(c: u8) -> bool {
+    c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c)
 }
 
 /// The bytes of `w` (little-endian) that end a run (`ends_run_at`), as
@@ -21,26 +19,24 @@ fn ends_run_at<const WIDE: bool>(c: u8) -> bool {
 /// byte above one that ends the run itself.
 #[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline]
-pub(super) fn ends_run<const WIDE: bool>(w: u64) -> u64 {
+pub(super) fn ends_run(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |v: u64| v.wrapping_sub(ONES) & !v;
     let quote = zero(w ^ (ONES * u64::from(b'"')));
     let backslash = zero(w ^ (ONES * u64::from(b'\\')));
-    // `& !w`: a byte with its high bit set is never a control byte.
     let control = w.wrapping_sub(ONES * 0x20) & !w;
-    let beyond_ascii = if WIDE { 0 } else { w };
-    (quote | backslash | control | beyond_ascii) & HIGH
+    (quote | backslash | control | w) & HIGH
 }
 
 /// Where the first byte of `chunk` that ends a run is, if one does: SSE2
 /// on x86_64, two words' bit tricks elsewhere (the .wasm).
 #[inline]
-pub(super) fn first_end<const WIDE: bool>(chunk: &[u8; 16]) -> Option<usize> {
+pub(super) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
-    let m = ends_sse2::<WIDE>(chunk);
+    let m = ends_sse2(chunk);
     #[cfg(not(target_arch = "x86_64"))]
-    return first_end_words::<WIDE>(chunk);
+    return first_end_words(chunk);
     #[cfg(target_arch = "x86_64")]
     (m != 0).then(|| m.trailing_zeros() as usize)
 }
@@ -48,26 +44,26 @@ pub(super) fn first_end<const WIDE: bool>(chunk: &[u8; 16]) -> Option<usize> {
 /// Whether any byte of a 64-byte block ends a run (a long string's bulk,
 /// with one test for the four sixteens).
 #[inline]
-pub(super) fn any_end<const WIDE: bool>(block: &[u8; 64]) -> bool {
+pub(super) fn any_end(block: &[u8; 64]) -> bool {
     #[cfg(target_arch = "x86_64")]
     return block
         .as_chunks::<16>()
         .0
         .iter()
-        .fold(0, |m, c| m | ends_sse2::<WIDE>(c))
+        .fold(0, |m, c| m | ends_sse2(c))
         != 0;
     #[cfg(not(target_arch = "x86_64"))]
-    return any_end_words::<WIDE>(block);
+    return any_end_words(block);
 }
 
 /// `first_end` a word at a time.
 #[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline]
-pub(super) fn first_end_words<const WIDE: bool>(chunk: &[u8; 16]) -> Option<usize> {
+pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
     let [a, b] = chunk.as_chunks::<8>().0 else {
         return None;
     };
-    let ends = |w: &[u8; 8]| ends_run::<WIDE>(u64::from_le_bytes(*w));
+    let ends = |w: &[u8; 8]| ends_run(u64::from_le_bytes(*w));
     match (ends(a), ends(b)) {
         (0, 0) => None,
         (0, m) => Some(8 + m.trailing_zeros() as usize / 8),
@@ -78,19 +74,19 @@ pub(super) fn first_end_words<const WIDE: bool>(chunk: &[u8; 16]) -> Option<usiz
 /// `any_end` a word at a time.
 #[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline]
-pub(super) fn any_end_words<const WIDE: bool>(block: &[u8; 64]) -> bool {
+pub(super) fn any_end_words(block: &[u8; 64]) -> bool {
     let words = block.as_chunks::<8>().0.iter();
-    words.fold(0, |m, w| m | ends_run::<WIDE>(u64::from_le_bytes(*w))) != 0
+    words.fold(0, |m, w| m | ends_run(u64::from_le_bytes(*w))) != 0
 }
 
 /// The bytes of `chunk` that end a run, a bit each (lowest: the first),
 /// with SSE2, part of every x86_64 CPU: all sixteen compared at once.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn ends_sse2<const WIDE: bool>(chunk: &[u8; 16]) -> u32 {
+fn ends_sse2(chunk: &[u8; 16]) -> u32 {
     use std::arch::x86_64::{
-        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
-        _mm_or_si128, _mm_set1_epi8,
+        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
     };
     // SAFETY: SSE2 is in x86_64's baseline, so the intrinsics run on any
     // CPU this code does; the load reads the sixteen bytes `chunk` borrows
@@ -99,16 +95,40 @@ fn ends_sse2<const WIDE: bool>(chunk: &[u8; 16]) -> u32 {
         let v = _mm_loadu_si128(chunk.as_ptr().cast());
         let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
         let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-        let other = if WIDE {
-            // Unsigned: at most 0x1F, a control byte.
-            _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1F)), v)
-        } else {
-            // Signed: below 0x20, or 0x80 and above (negative as i8).
-            _mm_cmplt_epi8(v, _mm_set1_epi8(0x20))
-        };
+        // Signed: below 0x20, or 0x80 and above (negative as i8).
+        let other = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
         _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), other))
     };
     mask as u32
+}
+
+/// The length of the UTF-8 character `b` starts with, or `None` where it
+/// starts with none: the well-formed sequences of Unicode's table 3-7 (no
+/// overlong form, no surrogate, nothing past U+10FFFF), as
+/// `std::str::from_utf8` takes them, without its call per character.
+#[inline]
+pub(super) fn utf8_char(b: &[u8]) -> Option<usize> {
+    // Four bytes at once; past the body's end, zeros (never a
+    // continuation byte, so a character cut short is none).
+    let [b0, b1, b2, b3] = match b.first_chunk::<4>() {
+        Some(four) => *four,
+        None => {
+            let mut four = [0; 4];
+            four.iter_mut().zip(b).for_each(|(d, s)| *d = *s);
+            four
+        }
+    };
+    let cont = |c: u8| c & 0xC0 == 0x80;
+    match b0 {
+        0xC2..=0xDF if cont(b1) => Some(2),
+        0xE0 if (0xA0..=0xBF).contains(&b1) && cont(b2) => Some(3),
+        0xE1..=0xEC | 0xEE..=0xEF if cont(b1) && cont(b2) => Some(3),
+        0xED if (0x80..=0x9F).contains(&b1) && cont(b2) => Some(3),
+        0xF0 if (0x90..=0xBF).contains(&b1) && cont(b2) && cont(b3) => Some(4),
+        0xF1..=0xF3 if cont(b1) && cont(b2) && cont(b3) => Some(4),
+        0xF4 if (0x80..=0x8F).contains(&b1) && cont(b2) && cont(b3) => Some(4),
+        _ => None,
+    }
 }
 
 /// The scanner's place in a body, and the lexing every walk shares.
@@ -181,7 +201,7 @@ impl<'a> Parser<'a> {
                 b'f' => self.literal(b"false")?,
                 b'n' => self.literal(b"null")?,
                 b'-' | b'0'..=b'9' => {
-                    self.number()?;
+                    self.number_end()?;
                 }
                 _ => return None,
             }
@@ -235,6 +255,16 @@ impl<'a> Parser<'a> {
     /// any other valid number, `None` when it is not a JSON number.
     pub(super) fn number(&mut self) -> Option<Option<&'a str>> {
         let start = self.i;
+        if !self.number_end()? {
+            return Some(None);
+        }
+        let text = std::str::from_utf8(self.b.get(start..self.i)?).ok()?;
+        Some(Some(if text == "-0" { "0" } else { text }))
+    }
+
+    /// Skips a number: whether it is an integer, `None` when it is not a
+    /// JSON number (a skipped one's text is never needed).
+    fn number_end(&mut self) -> Option<bool> {
         if self.peek() == Some(b'-') {
             self.i += 1;
         }
@@ -257,11 +287,7 @@ impl<'a> Parser<'a> {
             self.some_digits()?;
             integer = false;
         }
-        if !integer {
-            return Some(None);
-        }
-        let text = std::str::from_utf8(self.b.get(start..self.i)?).ok()?;
-        Some(Some(if text == "-0" { "0" } else { text }))
+        Some(integer)
     }
 
     fn digits(&mut self) {
@@ -280,12 +306,21 @@ impl<'a> Parser<'a> {
     /// (`ends_run_at`): sixteen at a time, where most keys and values end;
     /// past them, sixty-four at a time while none ends it.
     #[inline]
-    fn run<const WIDE: bool>(&mut self) {
+    fn plain_run(&mut self) {
+        // A run that ends at once or after a byte (an empty string, one
+        // right after an escape, a one-letter key) costs a byte's look, not
+        // a chunk's.
+        for _ in 0..2 {
+            match self.peek() {
+                Some(c) if !ends_run_at(c) => self.i += 1,
+                _ => return,
+            }
+        }
         let mut long = false;
         loop {
             if long {
                 while let Some(block) = self.b.get(self.i..).and_then(<[u8]>::first_chunk::<64>) {
-                    if any_end::<WIDE>(block) {
+                    if any_end(block) {
                         break;
                     }
                     self.i += 64;
@@ -294,7 +329,7 @@ impl<'a> Parser<'a> {
             let Some(chunk) = self.b.get(self.i..).and_then(<[u8]>::first_chunk::<16>) else {
                 break;
             };
-            if let Some(at) = first_end::<WIDE>(chunk) {
+            if let Some(at) = first_end(chunk) {
                 self.i += at;
                 return;
             }
@@ -302,26 +337,36 @@ impl<'a> Parser<'a> {
             long = true;
         }
         while let Some(&c) = self.b.get(self.i) {
-            if ends_run_at::<WIDE>(c) {
+            if ends_run_at(c) {
                 return;
             }
             self.i += 1;
         }
     }
 
-    /// Advances over string bytes up to a `"`, a `\\` or a byte that is
-    /// invalid in a string; `None` where they are not UTF-8. From the first
-    /// byte beyond ASCII the rest of the run is checked as UTF-8 at once:
-    /// text that is mostly beyond ASCII costs what the check costs.
+    /// Advances over string bytes up to a `"`, a `\` or a byte that is
+    /// invalid in a string; `None` at a character that is not UTF-8 (the
+    /// scan left at its first byte, for `invalid_at`).
+    #[inline(always)]
     fn text_run(&mut self) -> Option<()> {
-        self.run::<false>();
-        if self.peek()? < 0x80 {
-            return Some(());
+        self.plain_run();
+        match self.peek() {
+            Some(0x80..) => self.wide_run(),
+            _ => Some(()),
         }
-        let start = self.i;
-        self.run::<true>();
-        std::str::from_utf8(self.b.get(start..self.i)?).ok()?;
-        Some(())
+    }
+
+    /// `text_run` from a byte beyond ASCII: a character at a time (checked
+    /// by `utf8_char`, with no call), ASCII between them a run at a time.
+    #[inline(never)]
+    fn wide_run(&mut self) -> Option<()> {
+        loop {
+            match self.peek() {
+                Some(0x80..) => self.i += utf8_char(self.b.get(self.i..)?)?,
+                Some(c) if !ends_run_at(c) => self.plain_run(),
+                _ => return Some(()),
+            }
+        }
     }
 
     fn skip_string(&mut self) -> Option<()> {
@@ -360,15 +405,17 @@ impl<'a> Parser<'a> {
                     self.i += 1;
                     return Some(Cow::Owned(owned));
                 }
-                b'\\' => {
-                    let c = self.escape()?;
-                    owned.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
-                }
+                b'\\' => match self.escape()? {
+                    c @ '\0'..='\x7f' => owned.push(c as u8),
+                    c => owned.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+                },
                 _ => return None,
             }
             let run = self.i;
             self.text_run()?;
-            owned.extend_from_slice(self.b.get(run..self.i)?);
+            if run < self.i {
+                owned.extend_from_slice(self.b.get(run..self.i)?);
+            }
         }
     }
 

@@ -96,12 +96,30 @@ pub fn scan<'a>(body: &'a [u8], paths: &[Path]) -> Result<Vec<Option<Scalar<'a>>
         p.at_end()
     };
     if !ok {
-        // The scan checks UTF-8 only inside strings, where anything beyond
-        // ASCII may be; bytes that are not UTF-8 anywhere are named first.
-        let offset = std::str::from_utf8(body).map_or_else(|e| e.valid_up_to(), |_| p.i);
-        return Err(Invalid { offset });
+        return Err(Invalid {
+            offset: invalid_at(body, p.i),
+        });
     }
     Ok(walk.out)
+}
+
+/// Where an invalid body stops being JSON, the scan having stopped at
+/// `stop`: its first byte that is not UTF-8, as a check of the whole body
+/// would name it, else `stop`. All before the scan's last byte is UTF-8
+/// already (outside strings the scan takes only ASCII; a string's text
+/// beyond ASCII is checked before the scan moves past it, and text that
+/// fails leaves the scan at its first bad byte; only a bad escape's one
+/// byte is taken unchecked), so only the rest is checked, from the first byte of
+/// the character that last byte is in: a body that fails costs one UTF-8
+/// check, not two.
+fn invalid_at(body: &[u8], stop: usize) -> usize {
+    let continues = |i: usize| body.get(i).is_some_and(|b| (0x80..0xC0).contains(b));
+    let mut from = stop.saturating_sub(1);
+    while from > 0 && stop - from <= 4 && continues(from) {
+        from -= 1;
+    }
+    let rest = body.get(from..).unwrap_or_default();
+    std::str::from_utf8(rest).map_or_else(|e| from + e.valid_up_to(), |_| stop)
 }
 
 /// Up to this many paths, the candidates of a key are kept on the stack.

@@ -1,6 +1,6 @@
 //! The scanner's unit tests.
 
-use super::lex::{any_end, any_end_words, ends_run, first_end, first_end_words};
+use super::lex::{any_end, any_end_words, ends_run, first_end, first_end_words, utf8_char};
 use super::*;
 
 fn one(body: &str, path: &str) -> Option<Option<String>> {
@@ -63,10 +63,9 @@ fn escaped_keys_and_values() {
     );
 }
 
-/// The bytes that end a run, stated plainly: in an ASCII run (`wide`
-/// false) and in one past a byte beyond ASCII.
-fn ends(c: u8, wide: bool) -> bool {
-    c == b'"' || c == b'\\' || c < 0x20 || (!wide && c >= 0x80)
+/// The bytes that end a run, stated plainly.
+fn ends(c: u8) -> bool {
+    c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c)
 }
 
 #[test]
@@ -76,42 +75,28 @@ fn ends_run_exactly_at_quote_backslash_control_and_beyond_ascii() {
             let mut w = [b'a', b'!', b'#', b'z', 0x7F, b'[', b' ', b'~'];
             w[at] = b;
             let w = u64::from_le_bytes(w);
-            assert_eq!(
-                ends_run::<false>(w) != 0,
-                ends(b, false),
-                "byte {b:#x} at {at}"
-            );
-            assert_eq!(
-                ends_run::<true>(w) != 0,
-                ends(b, true),
-                "byte {b:#x} at {at}, wide"
-            );
+            assert_eq!(ends_run(w) != 0, ends(b), "byte {b:#x} at {at}");
         }
     }
 }
 
 #[test]
 fn the_first_end_of_a_chunk_is_exact_both_ways() {
-    // Every byte at every place, behind plain bytes (ASCII, and beyond it
-    // for a wide run) and ahead of bytes that end a run too (a borrow must
-    // not move the answer).
+    // Every byte at every place, behind plain bytes and ahead of bytes
+    // that end a run too (a borrow must not move the answer).
     let ahead = [b'"', b'\\', 0x00, 0x1F, 0x80, 0xFF, b'a'];
     for b in 0..=255u8 {
         for at in 0..16 {
             for &next in &ahead {
-                for behind in [b'x', 0xA9] {
-                    let mut chunk = [behind; 16];
-                    chunk[at] = b;
-                    for c in chunk.iter_mut().skip(at + 1) {
-                        *c = next;
-                    }
-                    let want = |wide| chunk.iter().position(|&c| ends(c, wide));
-                    let case = format!("byte {b:#x} at {at} behind {behind:#x}, then {next:#x}");
-                    assert_eq!(first_end_words::<false>(&chunk), want(false), "{case}");
-                    assert_eq!(first_end::<false>(&chunk), want(false), "{case}");
-                    assert_eq!(first_end_words::<true>(&chunk), want(true), "{case}, wide");
-                    assert_eq!(first_end::<true>(&chunk), want(true), "{case}, wide");
+                let mut chunk = [b'x'; 16];
+                chunk[at] = b;
+                for c in chunk.iter_mut().skip(at + 1) {
+                    *c = next;
                 }
+                let want = chunk.iter().position(|&c| ends(c));
+                let case = format!("byte {b:#x} at {at}, then {next:#x}");
+                assert_eq!(first_end_words(&chunk), want, "{case}");
+                assert_eq!(first_end(&chunk), want, "{case}");
             }
         }
     }
@@ -121,26 +106,38 @@ fn the_first_end_of_a_chunk_is_exact_both_ways() {
 fn a_block_ends_a_run_if_any_byte_does_both_ways() {
     for b in 0..=255u8 {
         for at in 0..64 {
-            for behind in [b'x', 0xA9] {
-                let mut block = [behind; 64];
-                block[at] = b;
-                let want = |wide| block.iter().any(|&c| ends(c, wide));
-                assert_eq!(
-                    any_end_words::<false>(&block),
-                    want(false),
-                    "byte {b:#x} at {at}"
-                );
-                assert_eq!(any_end::<false>(&block), want(false), "byte {b:#x} at {at}");
-                assert_eq!(
-                    any_end_words::<true>(&block),
-                    want(true),
-                    "byte {b:#x} at {at}, wide"
-                );
-                assert_eq!(
-                    any_end::<true>(&block),
-                    want(true),
-                    "byte {b:#x} at {at}, wide"
-                );
+            let mut block = [b'x'; 64];
+            block[at] = b;
+            assert_eq!(any_end_words(&block), ends(b), "byte {b:#x} at {at}");
+            assert_eq!(any_end(&block), ends(b), "byte {b:#x} at {at}");
+        }
+    }
+}
+
+#[test]
+fn a_character_beyond_ascii_is_utf8_as_the_standard_library_reads_it() {
+    // Every lead and second byte, the third and fourth from the values
+    // where the table's ranges turn: the length the standard library
+    // gives the first character, or none.
+    let turns = [
+        0x00, 0x41, 0x7F, 0x80, 0x81, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF,
+    ];
+    for b0 in 0x80..=0xFFu8 {
+        for b1 in 0..=0xFFu8 {
+            for (&b2, &b3) in turns.iter().flat_map(|x| turns.iter().map(move |y| (x, y))) {
+                let seq = [b0, b1, b2, b3];
+                let want = match std::str::from_utf8(&seq) {
+                    Ok(s) => s.chars().next().map(char::len_utf8),
+                    Err(e) => std::str::from_utf8(&seq[..e.valid_up_to()])
+                        .ok()
+                        .and_then(|s| s.chars().next())
+                        .map(char::len_utf8),
+                };
+                assert_eq!(utf8_char(&seq), want, "{seq:x?}");
+                // Cut short, a character is never taken.
+                for cut in 0..want.unwrap_or(0) {
+                    assert_eq!(utf8_char(&seq[..cut]), None, "{seq:x?} cut to {cut}");
+                }
             }
         }
     }
@@ -221,6 +218,18 @@ fn strings_beyond_ascii_are_checked_as_utf8() {
     // before an earlier syntax error, as a whole-body UTF-8 check would.
     assert_eq!(at("{\"a\":é}".as_bytes()), Some(5));
     assert_eq!(at(b"{\"a\" 1, \"b\":\"\xff\"}"), Some(13));
+    // A bad escape takes one byte unchecked: a lone continuation byte, or
+    // the first of a character; a later bad byte is still named first.
+    assert_eq!(at(b"{\"a\":\"\\\x80\"}"), Some(7));
+    assert_eq!(at(b"{\"a\":\"\\\x80 \xff\"}"), Some(7));
+    assert_eq!(at("{\"a\":\"\\\u{e9}\"}".as_bytes()), Some(8));
+    assert_eq!(
+        at("{\"a\":\"\\\u{e9}\", \"b\":\"\u{e9}".as_bytes()),
+        Some(8)
+    );
+    let mut late = "{\"a\":\"\\\u{e9}\"} ".as_bytes().to_vec();
+    late.push(0xFF);
+    assert_eq!(at(&late), Some(12));
 }
 
 #[test]
