@@ -341,6 +341,17 @@ fn main() {
         if json::extract(surrogate, paths).is_none() { "no key (the body is not valid)" } else { "keys" },
         walker(surrogate, PATHS)[0]
     );
+    // Bytes that are not UTF-8 in a string the walker skips: it takes them.
+    let bad = b"{\"x\":\"\xff\",\"id\":\"evt_1\",\"data\":{\"object\":{\"customer\":\"c\"}}}";
+    println!(
+        "A byte 0xFF in a skipped string: the scanner finds {}, the walker finds {:?}.",
+        if json::extract(bad, paths).is_none() {
+            "no key (the body is not valid)"
+        } else {
+            "keys"
+        },
+        walker(bad, PATHS)[0]
+    );
     println!(
         "An id of 123456789012345678901234567890: the scanner finds {:?}, the walker finds {:?}.",
         json::extract(big, paths).and_then(|v| v.into_iter().next().flatten()),
