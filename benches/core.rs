@@ -207,6 +207,81 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// A body whose `pad` is the JSON value `pad`, its keys after it.
+fn padded(pad: &[u8]) -> Vec<u8> {
+    let mut body = br#"{"pad":"#.to_vec();
+    body.extend_from_slice(pad);
+    body.extend_from_slice(br#","data":{"object":{"customer":"cus_1"}},"id":"evt_1"}"#);
+    body
+}
+
+/// `item` repeated to about 1 MiB, between `open` and `close`.
+fn repeated(open: &str, item: &str, close: &str) -> Vec<u8> {
+    let mut v = open.as_bytes().to_vec();
+    while v.len() < 1 << 20 {
+        v.extend_from_slice(item.as_bytes());
+    }
+    v.extend_from_slice(close.as_bytes());
+    v
+}
+
+/// Bodies built to make the scan slow, beside serde_json's walker: what a
+/// sender who wants the filter's CPU can make it spend a byte.
+fn hostile(paths: &[json::Path]) {
+    let mut not_utf8 = padded(&repeated("\"", "\u{e9}", "\""));
+    let n = not_utf8.len();
+    not_utf8[n - 60] = 0xFF;
+    let bodies = [
+        ("escapes", padded(&repeated("\"", "\\n", "\""))),
+        (
+            "letters beyond ASCII",
+            padded(&repeated("\"", "\u{e9}", "\"")),
+        ),
+        (
+            "ASCII and Latin by turns",
+            padded(&repeated("\"", "a\u{e9}", "\"")),
+        ),
+        (
+            "escapes between them",
+            padded(&repeated("\"", "\\n\u{e9}", "\"")),
+        ),
+        (
+            "one-letter strings",
+            padded(&repeated("[", "\"\u{e9}\",", "\"\"]")),
+        ),
+        ("numbers", padded(&repeated("[", "12345,", "0]"))),
+        (
+            "nested arrays",
+            padded(&[repeated("", "[", ""), repeated("", "]", "")].concat()),
+        ),
+        ("not UTF-8 at the end", not_utf8),
+    ];
+    println!("\nBodies built to be slow, about 1 MiB each (ns per scan):\n");
+    println!(
+        "{:<28} {:>9} {:>11} {:>8} {:>11} {:>9}",
+        "body", "bytes", "scan ns", "MB/s", "walker ns", "vs walker"
+    );
+    for (name, body) in &bodies {
+        let (mut sc, mut w) = (Vec::new(), Vec::new());
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(2) || sc.len() < 5 {
+            time(&mut sc, 4, || {
+                black_box(json::extract(black_box(body), paths));
+            });
+            time(&mut w, 4, || {
+                black_box(walker(black_box(body), PATHS));
+            });
+        }
+        let (sc, w) = (median(&mut sc), median(&mut w));
+        let mbs = body.len() as f64 / sc * 1e9 / 1e6;
+        println!(
+            "{name:<28} {:>9} {sc:>11.0} {mbs:>8.0} {w:>11.0} {:>8.2}x",
+            body.len(),
+            w / sc
+        );
+    }
+}
+
 fn stamp(cfg: &Config, path: &str, headers: &[(&str, &str)], body: &[u8]) {
     black_box(decide::decide(cfg, "POST", path, headers, black_box(body), 0).outcome);
 }
@@ -332,6 +407,7 @@ fn main() {
         "\nhookstamp ns: route + JSON scan + keys + lane ids + stamp encoding (decide::decide)."
     );
     println!("scan ns: the JSON scan alone (json::extract over the source's paths); `vs walker` is walker / scan.");
+    hostile(&stripe.sources[0].paths);
     // What the walker does not do, that the scanner must (the contract).
     let surrogate = br#"{"x":"\ud800","id":"evt_1","data":{"object":{"customer":"c"}}}"#;
     let big = br#"{"id":123456789012345678901234567890,"data":{"object":{"customer":"c"}}}"#;
