@@ -108,27 +108,19 @@ fn ends_sse2(chunk: &[u8; 16]) -> u32 {
 /// `std::str::from_utf8` takes them, without its call per character.
 #[inline]
 pub(super) fn utf8_char(b: &[u8]) -> Option<usize> {
-    // Four bytes at once; past the body's end, zeros (never a
-    // continuation byte, so a character cut short is none).
-    let [b0, b1, b2, b3] = match b.first_chunk::<4>() {
-        Some(four) => *four,
-        None => {
-            let mut four = [0; 4];
-            four.iter_mut().zip(b).for_each(|(d, s)| *d = *s);
-            four
-        }
+    let cont = |i: usize| b.get(i).is_some_and(|&c| c & 0xC0 == 0x80);
+    let second = |lo: u8, hi: u8| b.get(1).is_some_and(|c| (lo..=hi).contains(c));
+    let (len, ok) = match *b.first()? {
+        0xC2..=0xDF => (2, cont(1)),
+        0xE0 => (3, second(0xA0, 0xBF) && cont(2)),
+        0xE1..=0xEC | 0xEE..=0xEF => (3, cont(1) && cont(2)),
+        0xED => (3, second(0x80, 0x9F) && cont(2)),
+        0xF0 => (4, second(0x90, 0xBF) && cont(2) && cont(3)),
+        0xF1..=0xF3 => (4, cont(1) && cont(2) && cont(3)),
+        0xF4 => (4, second(0x80, 0x8F) && cont(2) && cont(3)),
+        _ => return None,
     };
-    let cont = |c: u8| c & 0xC0 == 0x80;
-    match b0 {
-        0xC2..=0xDF if cont(b1) => Some(2),
-        0xE0 if (0xA0..=0xBF).contains(&b1) && cont(b2) => Some(3),
-        0xE1..=0xEC | 0xEE..=0xEF if cont(b1) && cont(b2) => Some(3),
-        0xED if (0x80..=0x9F).contains(&b1) && cont(b2) => Some(3),
-        0xF0 if (0x90..=0xBF).contains(&b1) && cont(b2) && cont(b3) => Some(4),
-        0xF1..=0xF3 if cont(b1) && cont(b2) && cont(b3) => Some(4),
-        0xF4 if (0x80..=0x8F).contains(&b1) && cont(b2) && cont(b3) => Some(4),
-        _ => None,
-    }
+    ok.then_some(len)
 }
 
 /// The scanner's place in a body, and the lexing every walk shares.
