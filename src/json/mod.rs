@@ -77,19 +77,8 @@ pub fn scan<'a>(body: &'a [u8], paths: &[Path]) -> Result<Vec<Option<Scalar<'a>>
         rest: path.as_slice(),
     });
     let mut few = [Cand::NONE; FEW];
-    let many: Vec<Cand<'_>>;
-    let all: &[Cand<'_>] = match few.get_mut(..paths.len()) {
-        Some(f) => {
-            for (slot, c) in f.iter_mut().zip(all) {
-                *slot = c;
-            }
-            f
-        }
-        None => {
-            many = all.collect();
-            &many
-        }
-    };
+    let mut many = Vec::new();
+    let all = gather(&mut few, &mut many, paths.len(), all);
     p.ws();
     let ok = walk.value_on(&mut p, all).is_some() && {
         p.ws();
@@ -109,9 +98,9 @@ pub fn scan<'a>(body: &'a [u8], paths: &[Path]) -> Result<Vec<Option<Scalar<'a>>
 /// already (outside strings the scan takes only ASCII; a string's text
 /// beyond ASCII is checked before the scan moves past it, and text that
 /// fails leaves the scan at its first bad byte; only a bad escape's one
-/// byte is taken unchecked), so only the rest is checked, from the first byte of
-/// the character that last byte is in: a body that fails costs one UTF-8
-/// check, not two.
+/// byte is taken unchecked), so only the rest is checked, from the first
+/// byte of the character that last byte is in: a body that fails costs
+/// one UTF-8 check, not two.
 fn invalid_at(body: &[u8], stop: usize) -> usize {
     let continues = |i: usize| body.get(i).is_some_and(|b| (0x80..0xC0).contains(b));
     let mut from = stop.saturating_sub(1);
@@ -124,6 +113,28 @@ fn invalid_at(body: &[u8], stop: usize) -> usize {
 
 /// Up to this many paths, the candidates of a key are kept on the stack.
 const FEW: usize = 8;
+
+/// The candidates `cands` yields, at most `bound` of them: in `few` where
+/// they fit (no allocation per key), else in `many`. Inlined: called once
+/// a key, and a call cost (d) some 300 instructions a request.
+#[inline(always)]
+fn gather<'s, 'p>(
+    few: &'s mut [Cand<'p>; FEW],
+    many: &'s mut Vec<Cand<'p>>,
+    bound: usize,
+    cands: impl Iterator<Item = Cand<'p>>,
+) -> &'s [Cand<'p>] {
+    if bound > FEW {
+        many.extend(cands);
+        return many;
+    }
+    let mut n = 0;
+    for (slot, c) in few.iter_mut().zip(cands) {
+        *slot = c;
+        n += 1;
+    }
+    few.get(..n).unwrap_or_default()
+}
 
 /// Whether the whole body is valid JSON (the same grammar as `extract`).
 pub fn is_valid(body: &[u8]) -> bool {
@@ -183,25 +194,14 @@ impl<'a> Walk<'a> {
             p.ws();
             p.expect(b':')?;
             p.ws();
-            // The paths that take this key, one key further on: on the
-            // stack for a few paths (no allocation per key), a Vec for many.
+            // The paths that take this key, one key further on.
             let on = cands.iter().filter_map(|c| match c.rest.split_first() {
                 Some((seg, rest)) if seg.as_bytes() == &*key => Some(Cand { slot: c.slot, rest }),
                 _ => None,
             });
             let mut few = [Cand::NONE; FEW];
-            let many: Vec<Cand<'_>>;
-            let sub: &[Cand<'_>] = if cands.len() <= FEW {
-                let mut n = 0;
-                for (slot, c) in few.iter_mut().zip(on) {
-                    *slot = c;
-                    n += 1;
-                }
-                few.get(..n).unwrap_or_default()
-            } else {
-                many = on.collect();
-                &many
-            };
+            let mut many = Vec::new();
+            let sub = gather(&mut few, &mut many, cands.len(), on);
             if sub.is_empty() {
                 p.skip_value()?;
             } else {

@@ -33,6 +33,25 @@ fn finds_strings_and_integers() {
 }
 
 #[test]
+fn more_paths_than_the_stack_holds() {
+    // Past FEW paths through one key, their candidates are gathered on the
+    // heap: each still finds its own value.
+    for n in [FEW - 1, FEW, FEW + 1, FEW + 2, 3 * FEW] {
+        let fields: Vec<String> = (0..n).map(|i| format!(r#""k{i}":"v{i}""#)).collect();
+        let body = format!(r#"{{"pad":[1],"a":{{{}}}}}"#, fields.join(","));
+        let paths: Vec<Path> = (0..n).map(|i| vec!["a".into(), format!("k{i}")]).collect();
+        let found = extract(body.as_bytes(), &paths).unwrap();
+        for (i, f) in found.iter().enumerate() {
+            assert_eq!(
+                f,
+                &Some(Scalar::Str(format!("v{i}").into_bytes().into())),
+                "{n} paths, {i}"
+            );
+        }
+    }
+}
+
+#[test]
 fn duplicates_last_wins_whole_subtree() {
     assert_eq!(one(r#"{"a":{"b":"1"},"a":{"c":"2"}}"#, "a.b"), Some(None));
     assert_eq!(
