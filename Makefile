@@ -52,7 +52,7 @@ fmt:                   ## rustfmt over every crate
 lint: setup            ## rustfmt, and clippy with warnings denied (native, dynamic module and wasm glue)
 	cargo fmt --check
 	cd fuzz && cargo fmt --check
-	cd benches/noop-filter && cargo fmt --check
+	cd benches/noop-filter && cargo fmt --check && cargo clippy --lib -- -D warnings
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --lib --features dynamic-module -- -D warnings
 	cargo clippy --features dynamic-module --test dynmod_life -- -D warnings
@@ -89,6 +89,7 @@ bench-flood:           ## forged requests one worker's core refuses a second per
 
 bench-envoy: setup wasm dynamic-module   ## Envoy without a filter, with an empty one, with hookstamp's .wasm and .so: wrk and callgrind
 	scripts/build-wasm.sh noop
+	cd benches/noop-filter && cargo build --release --lib && cp target/release/libnoop_filter.so ../../target/libnoop.so
 	command -v wrk >/dev/null && command -v valgrind >/dev/null || \
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wrk valgrind; }
 	cd tests/e2e && python3 bench_envoy.py

@@ -1,7 +1,6 @@
 //! Where a key comes from (a key expression), how one is evaluated, and the
 //! length rule both kinds of key share.
 
-use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 
 /// Where a dedupe or ordering key is read from.
@@ -236,7 +235,7 @@ pub fn cap(raw: Cow<'_, [u8]>, max: usize) -> Cow<'_, [u8]> {
     if raw.len() <= max {
         return raw;
     }
-    let digest = Sha256::digest(&raw);
+    let digest = crate::sha256::digest(&raw);
     Cow::Owned(format!("sha256:{}", hex::encode(digest)).into_bytes())
 }
 

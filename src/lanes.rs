@@ -4,8 +4,8 @@
 //! The lane id is derived, not stored, so any upstream can recompute it.
 
 use crate::key::KeySource;
+use crate::sha256::Sha256;
 use crate::stamps;
-use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 
 /// Keys longer than this are hashed: the SQS MessageGroupId limit.
@@ -88,7 +88,7 @@ pub fn group<'a>(
                 Some(parts) => parts.iter().for_each(|p| h.update(p)),
                 None => h.update(encoded.as_bytes()),
             }
-            let digest = h.finalize();
+            let digest = h.finish();
             (Cow::Owned(format!("sha256:{}", hex::encode(digest))), true)
         }
         _ => (encoded, false),
@@ -187,13 +187,13 @@ pub fn id16(domain: &[u8], parts: &[&[u8]], key: Option<&[u8]>) -> [u8; 16] {
         h.update(p);
     }
     match key {
-        None => h.update([0u8]),
+        None => h.update(&[0u8]),
         Some(k) => {
-            h.update([1u8]);
+            h.update(&[1u8]);
             h.update(k);
         }
     }
-    let digest = h.finalize();
+    let digest = h.finish();
     let mut id = [0u8; 16];
     id.copy_from_slice(&digest[..16]);
     id

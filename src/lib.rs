@@ -30,6 +30,7 @@ pub mod providers;
 pub mod reply;
 pub mod route;
 pub mod seal;
+pub mod sha256;
 pub mod stamps;
 pub mod strip;
 pub mod verify;

@@ -22,9 +22,9 @@
 //! Envoy gives every request its own id, so every request its own nonce,
 //! and without the key no one can tell it in advance.
 
+use crate::sha256::Sha256;
 use crate::verify::{Algorithm, Request, Secret};
 use base64::Engine;
-use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::fmt::Write;
 
@@ -140,7 +140,7 @@ pub fn seal(
     ] {
         nonce.update(part);
     }
-    input.push_str(&hex::encode(&nonce.finalize()[..16]));
+    input.push_str(&hex::encode(&nonce.finish()[..16]));
     let _ = write!(
         input,
         "\";alg=\"{ALG}\";keyid=\"{}\";tag=\"{LABEL}\"",
@@ -196,7 +196,7 @@ fn split_target(target: &str) -> (&str, &str) {
 
 /// The SHA-256 of a whole body, as the seal covers it.
 pub fn body_hash(body: &[u8]) -> [u8; 32] {
-    Sha256::digest(body).into()
+    crate::sha256::digest(body)
 }
 
 #[cfg(test)]
@@ -296,7 +296,7 @@ mod tests {
              \"x-hookstamp-source\": github\n\"@signature-params\": {params}"
         );
         use hmac::{Hmac, Mac};
-        let mut mac = Hmac::<Sha256>::new_from_slice(b"queue-key").unwrap();
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(b"queue-key").unwrap();
         mac.update(base.as_bytes());
         let want = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
         assert_eq!(s.signature, format!("hookstamp=:{want}:"));

@@ -69,7 +69,7 @@ pub(super) fn on_body<K>(
         p.update(&chunk);
     }
     if let Some(h) = &mut w.digest {
-        sha2::Digest::update(h.as_mut(), &chunk);
+        h.update(&chunk);
     }
     w.seen_bytes = seen + chunk.len();
     if whole {

@@ -78,7 +78,7 @@ pub(super) fn finish<K>(host: &mut impl StreamHost, mut w: Held<K>, kept: Kept) 
     }
     // The whole body's hash where the filter held all of it.
     let body_hash: Option<[u8; 32]> = match (kept_whole, digest) {
-        (true, Some(h)) => Some(sha2::Digest::finalize(*h).into()),
+        (true, Some(h)) => Some(h.finish()),
         _ => None,
     };
     let keys = header_keys(&w);

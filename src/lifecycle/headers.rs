@@ -230,8 +230,7 @@ fn held<K>(
                 fields: r.seal_fields,
             })
         }),
-        digest: ((sealed || src.hashes_body) && src.needs_body())
-            .then(|| Box::new(<sha2::Sha256 as sha2::Digest>::new())),
+        digest: ((sealed || src.hashes_body) && src.needs_body()).then(Box::default),
         spoofed: r.spoofed,
         body: Vec::new(),
         deadline_ms: now.saturating_add(plugin.config.max_hold_ms),

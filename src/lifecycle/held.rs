@@ -41,7 +41,7 @@ pub struct Held<K> {
     /// Its signature check, for a source with `verify`.
     pub check: Check,
     /// For a source that reads the body, its hash as the chunks pass.
-    pub digest: Option<Box<sha2::Sha256>>,
+    pub digest: Option<Box<crate::sha256::Sha256>>,
     /// With a seal key: what the seal needs of the headers.
     pub sealing: Option<Box<Sealing>>,
     /// How many stamp headers the client sent (stripped at the headers),
@@ -134,7 +134,7 @@ impl<K> Held<K> {
             + self
                 .digest
                 .as_ref()
-                .map_or(0, |_| std::mem::size_of::<sha2::Sha256>())
+                .map_or(0, |_| std::mem::size_of::<crate::sha256::Sha256>())
             + self
                 .header_keys
                 .iter()

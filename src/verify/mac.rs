@@ -5,16 +5,15 @@
 //! zeroed when its secret goes.
 
 use super::Algorithm;
+use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac as _};
 use std::sync::OnceLock;
 
-/// One HMAC under way. `repr(u8)`: its tag is a byte, 0 for the first
-/// variant, so the zeros `wipe` leaves are a value.
+/// One HMAC under way.
 #[derive(Clone)]
-#[repr(u8)]
 pub(crate) enum Mac {
     Sha1(Hmac<sha1::Sha1>),
-    Sha256(Hmac<sha2::Sha256>),
+    Sha256(crate::sha256::Hmac),
     Sha512(Hmac<sha2::Sha512>),
 }
 
@@ -23,9 +22,9 @@ impl Mac {
     pub(crate) fn new(alg: Algorithm, key: &[u8]) -> Option<Mac> {
         // Any key length is valid for HMAC: these never fail.
         Some(match alg {
-            Algorithm::Sha1 => Mac::Sha1(Hmac::new_from_slice(key).ok()?),
-            Algorithm::Sha256 => Mac::Sha256(Hmac::new_from_slice(key).ok()?),
-            Algorithm::Sha512 => Mac::Sha512(Hmac::new_from_slice(key).ok()?),
+            Algorithm::Sha1 => Mac::Sha1(KeyInit::new_from_slice(key).ok()?),
+            Algorithm::Sha256 => Mac::Sha256(crate::sha256::Hmac::new(key)?),
+            Algorithm::Sha512 => Mac::Sha512(KeyInit::new_from_slice(key).ok()?),
             Algorithm::Ed25519 => return None,
         })
     }
@@ -41,7 +40,7 @@ impl Mac {
     pub(crate) fn tag(self) -> Tag {
         match self {
             Mac::Sha1(m) => Tag::of(&m.finalize().into_bytes()),
-            Mac::Sha256(m) => Tag::of(&m.finalize().into_bytes()),
+            Mac::Sha256(m) => Tag::of(&m.finish()),
             Mac::Sha512(m) => Tag::of(&m.finalize().into_bytes()),
         }
     }
@@ -98,11 +97,11 @@ impl Pads {
             .cloned()
     }
 
-    /// Zeroes each keyed state in place.
+    /// Zeroes each keyed state and frees it.
     fn wipe(&mut self) {
         for slot in [&mut self.sha1, &mut self.sha256, &mut self.sha512] {
-            if let Some(Some(m)) = slot.get_mut() {
-                wipe(m.as_mut());
+            if let Some(Some(m)) = slot.take() {
+                wipe(m);
             }
         }
     }
@@ -123,17 +122,25 @@ impl Drop for Pads {
     }
 }
 
-/// Overwrites a hash state with zeros, as writes the compiler keeps. Sound
-/// for `Mac`: its tag is a `u8` (0: `Sha1`) and its states are integers
-/// and byte buffers with no `Drop` of their own (a test holds this), so
-/// zeros are a value nothing reads.
-fn wipe(m: &mut Mac) {
-    let p = (m as *mut Mac).cast::<u8>();
+/// Overwrites a keyed state with zeros, as writes the compiler keeps, and
+/// frees its memory as bytes: zeros are no value of `Mac` (a state may hold
+/// references), so it is never read or dropped as one after. Nothing leaks:
+/// no part of a `Mac` has a `Drop` of its own (a test holds this).
+fn wipe(m: Box<Mac>) {
+    let p = zeroed(m);
+    // SAFETY: the allocation of a `Box<Mac>`, with the global allocator.
+    unsafe { std::alloc::dealloc(p, std::alloc::Layout::new::<Mac>()) };
+}
+
+/// The box's memory, zeroed: its bytes, no longer a `Mac`.
+fn zeroed(m: Box<Mac>) -> *mut u8 {
+    let p = Box::into_raw(m).cast::<u8>();
     for i in 0..std::mem::size_of::<Mac>() {
-        // SAFETY: `p + i` is within `*m`, which is exclusively borrowed.
+        // SAFETY: `p + i` is within the box's memory, which is ours.
         unsafe { std::ptr::write_volatile(p.add(i), 0) };
     }
     std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    p
 }
 
 #[cfg(test)]
@@ -180,30 +187,27 @@ mod tests {
     }
 
     #[test]
-    fn dropping_the_pads_zeroes_each_keyed_state() {
+    fn dropping_the_pads_wipes_each_keyed_state() {
         let mut pads = Pads::default();
         pads.mac(Algorithm::Sha256, b"secret").unwrap();
-        let Some(Some(m)) = pads.sha256.get_mut() else {
-            panic!("keyed at the first use");
-        };
-        let at = (m.as_mut() as *mut Mac).cast::<u8>();
         pads.wipe();
-        // SAFETY: the box is still alive (`pads` is), only zeroed.
-        let bytes = unsafe { std::slice::from_raw_parts(at, std::mem::size_of::<Mac>()) };
-        assert!(bytes.iter().all(|&b| b == 0));
+        assert!(pads.sha256.get().is_none());
     }
 
     #[test]
-    fn the_wipe_runs_over_states_without_a_drop_of_their_own() {
-        // `wipe` zeroes a `Mac` that is then dropped: sound only while no
+    fn a_wiped_state_is_zeros_before_it_is_freed() {
+        // `wipe` frees a `Mac` without dropping it: nothing leaks while no
         // part of it has drop glue.
         assert!(!std::mem::needs_drop::<Mac>());
-        let mut m = Mac::new(Algorithm::Sha512, b"secret").unwrap();
-        wipe(&mut m);
-        let zeros = vec![0u8; std::mem::size_of::<Mac>()];
-        // SAFETY: reading the bytes of a value just written as zeros.
-        let bytes =
-            unsafe { std::slice::from_raw_parts((&m as *const Mac).cast::<u8>(), zeros.len()) };
-        assert_eq!(bytes, &zeros[..]);
+        for alg in [Algorithm::Sha1, Algorithm::Sha256, Algorithm::Sha512] {
+            let mut m = Mac::new(alg, b"secret").unwrap();
+            m.update(b"part of a body");
+            let p = zeroed(Box::new(m));
+            // SAFETY: the box's memory, alive until freed below.
+            let bytes = unsafe { std::slice::from_raw_parts(p, std::mem::size_of::<Mac>()) };
+            assert!(bytes.iter().all(|&b| b == 0), "{alg:?}");
+            // SAFETY: as `wipe` frees it.
+            unsafe { std::alloc::dealloc(p, std::alloc::Layout::new::<Mac>()) };
+        }
     }
 }

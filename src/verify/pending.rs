@@ -17,7 +17,7 @@ pub(super) enum BodyRule {
     /// Twilio's JSON body: the URL's `bodySHA256` (lowercase hex) must be
     /// its SHA-256.
     Sha256 {
-        hash: Box<sha2::Sha256>,
+        hash: Box<crate::sha256::Sha256>,
         expected: Vec<u8>,
     },
 }
@@ -171,7 +171,7 @@ impl Pending {
             n <= crate::names::MAX_TOKEN && chunk.iter().all(|&b| crate::names::token_byte(b))
         });
         if let BodyRule::Sha256 { hash, .. } = &mut rest.body {
-            sha2::Digest::update(hash.as_mut(), chunk);
+            hash.update(chunk);
         }
     }
 
@@ -236,7 +236,7 @@ impl Pending {
             return Err(Failure::new(Reason::Mismatch, why));
         }
         if let BodyRule::Sha256 { hash, expected } = rule {
-            let got = hex::encode(sha2::Digest::finalize(*hash));
+            let got = hex::encode(hash.finish());
             if !ct_eq(got.as_bytes(), &expected) {
                 return Err(Failure::new(Reason::Mismatch, Why::BodyHash));
             }
@@ -249,7 +249,7 @@ impl Pending {
         let rest = self.rest.as_ref();
         let hash = match &rest.body {
             BodyRule::Sha256 { expected, .. } => {
-                std::mem::size_of::<sha2::Sha256>() + expected.len()
+                std::mem::size_of::<crate::sha256::Sha256>() + expected.len()
             }
             _ => 0,
         };

@@ -28,7 +28,7 @@ pub(super) fn twilio(
         .map(|v| v.as_bytes().to_vec());
     let body = match expected {
         Some(expected) => BodyRule::Sha256 {
-            hash: Box::new(<sha2::Sha256 as sha2::Digest>::new()),
+            hash: Box::default(),
             expected,
         },
         None => BodyRule::TwilioForm,

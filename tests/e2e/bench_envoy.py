@@ -18,6 +18,9 @@ answering with direct_response so no upstream is the bottleneck:
   (d) Stripe-like 1 KiB JSON (json dedupe + json lane)   (e) the same, 64 KiB
   (a1k), (a64k) Envoy of (a) with the bodies of (d) and (e): what Envoy
       itself spends on a body, which (d) and (e) are compared with
+  (n.so), (n8.so) the empty filter as an Envoy dynamic module
+      (target/libnoop.so, the same crate built natively), without and with
+      the 8 header adds: the floor of any module
   (b.so) ... (v.so) the same as (b) ... (v) with the Envoy dynamic module
       (target/libhookstamp.so) in place of the .wasm
 Three views, each of every configuration in one run:
@@ -47,6 +50,9 @@ import proxy
 from cases import ROOT
 
 NOOP = ROOT / "target" / "noop.wasm"
+# The same empty filter as a dynamic module (benches/noop-filter built
+# natively), beside hookstamp's module in Envoy's search path.
+NOOP_SO = proxy.SO.parent / "libnoop.so"
 GITHUB = {"prefix": "/webhooks", "sources": [{"id": "github", "dedupe": "github", "sinks": [
     {"type": "kafka", "ordered": True, "ordering_key": {"header": "x-github-hook-id"}}]}]}
 STRIPE = {"prefix": "/webhooks", "sources": [{"id": "stripe", "dedupe": "stripe", "sinks": [
@@ -102,6 +108,7 @@ ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no fi
 }
 # The same configurations with the dynamic module.
 ENVOYS.update({f"{n}.so": (proxy.SO, ENVOYS[n][1]) for n in ["b", "c", "c+", "d", "v", "ved", "vs"]})
+ENVOYS.update({"n.so": (NOOP_SO, 0), "n8.so": (NOOP_SO, 8)})
 
 
 BENCH_ENV = {"STRIPE_WHSEC": STRIPE_SECRET, "SW_SECRET": SW_SECRET, "SW_PUBLIC_KEY": ed_public_key()}
@@ -159,6 +166,8 @@ CASES = [  # label, description, envoy, path, headers, body
     ("vs", "(d)'s body, signature streamed", "vs", "/webhooks/sw", JSON + sw_signature(event(1024), False),
      event(1024)),
 ]
+CASES += [("n.so", "empty module", "n.so", "/webhooks/github", GH, b"{}"),
+          ("n8.so", "empty module + 8 header adds", "n8.so", "/webhooks/github", GH, b"{}")]
 CASES += [(c[0] + ".so", "module: " + c[1].replace("hookstamp, ", ""), c[2] + ".so", *c[3:])
           for c in CASES if c[0] in ("b", "c", "c+", "d", "e", "v", "ved", "vs")]
 # What each case is compared with as "(a)": Envoy without a filter, given
@@ -190,16 +199,26 @@ def header_mutation(boot):
             for k, v in STAMPS8]}}})
 
 
+def noop_module(boot):
+    """The empty module in the dynamic-module filter's place (its
+    configuration, the number of headers to add, is kept)."""
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    module = hcm["http_filters"][0]["typed_config"]["dynamic_module_config"]
+    module["name"] = NOOP_SO.stem.removeprefix("lib")
+
+
 def start(name, prefix=(), timeout=30):
     wasm, cfg = ENVOYS[name]
     port = proxy.free_port()
-    native = wasm == proxy.SO
+    native = wasm in (proxy.SO, NOOP_SO)
     envoys_own = wasm == HEADER_MUTATION
     boot = proxy.bootstrap({"bench": (port, cfg)}, 1, proxy.free_port(), direct=True,
                            wasm=None if native or envoys_own else wasm, env=BENCH_ENV,
                            build="dynmod" if native else "wasm")
     if envoys_own:
         header_mutation(boot)
+    if wasm == NOOP_SO:
+        noop_module(boot)
     # The module's secret is Envoy's own environment.
     e = proxy.Envoy(boot, timeout=timeout, prefix=prefix, env=BENCH_ENV)
     if e.proc.poll() is not None:
@@ -394,7 +413,7 @@ def main():
     for tool in ["wrk"] + (["valgrind", "callgrind_control"] if args.requests else []):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed: run `make bench`, which installs it")
-    for wasm in (proxy.WASM, NOOP, proxy.SO):
+    for wasm in (proxy.WASM, NOOP, proxy.SO, NOOP_SO):
         if not wasm.exists():
             sys.exit(f"{wasm} is missing: run `make bench`, which builds it")
     envoys = {}

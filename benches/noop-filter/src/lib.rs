@@ -8,6 +8,15 @@
 //! ticks (tests/e2e/test_reload.py measures it). Built with the feature `crash` (target/crash.wasm, for the
 //! tests only), it aborts on a request with an `x-crash` header: a VM that
 //! fails, to test Envoy's failure policies with.
+//!
+//! Built natively (target/libnoop.so), it is the same floor for Envoy's
+//! dynamic modules: a filter object per stream whose every hook answers
+//! Continue, and with a filter configuration of `N`, N request headers
+//! added per request through the ABI, one call each, as hookstamp's module
+//! adds its stamps.
+
+#[cfg(not(target_arch = "wasm32"))]
+mod module;
 
 #[cfg(target_arch = "wasm32")]
 mod filter {
