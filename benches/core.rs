@@ -282,6 +282,84 @@ fn hostile(paths: &[json::Path]) {
     }
 }
 
+type Run<'a> = dyn FnMut() + 'a;
+
+/// SHA-256 as shipped natively (ring's, `hookstamp::sha256`) beside
+/// RustCrypto's sha2 (the .wasm's) on this CPU: what the choice costs where
+/// the CPU has SHA extensions, where both use them. (Without them, ring's
+/// is the cheaper: callgrind's rows in BENCHMARKS.md.)
+fn hashes() {
+    use hmac::Mac as _;
+    use sha2::Digest as _;
+    let body = vec![b'x'; 1035];
+    let parts: [&[u8]; 6] = [
+        b"hookstamp/lane/v1",
+        b"default",
+        &[0, 0, 0, 0],
+        b"github",
+        &[1],
+        b"h-1",
+    ];
+    let keyed = hookstamp::sha256::Hmac::new(b"whsec_bench_stripe_secret").unwrap();
+    let rust = hmac::Hmac::<sha2::Sha256>::new_from_slice(b"whsec_bench_stripe_secret").unwrap();
+    let rows: [(&str, &mut Run, &mut Run); 2] = [
+        (
+            "a lane id (six pieces)",
+            &mut || {
+                let mut h = hookstamp::sha256::Sha256::new();
+                parts.iter().for_each(|p| h.update(black_box(p)));
+                black_box(h.finish());
+            },
+            &mut || {
+                let mut h = sha2::Sha256::new();
+                parts.iter().for_each(|p| h.update(black_box(p)));
+                black_box(h.finalize());
+            },
+        ),
+        (
+            "HMAC of (v)'s signed 1 KiB",
+            &mut || {
+                let mut m = keyed.clone();
+                m.update(black_box(&body));
+                black_box(m.finish());
+            },
+            &mut || {
+                let mut m = rust.clone();
+                m.update(black_box(&body));
+                black_box(m.finalize().into_bytes());
+            },
+        ),
+    ];
+    println!(
+        "
+SHA-256 on this CPU (SHA extensions: {}), ns each:
+",
+        sha_extensions()
+    );
+    println!(
+        "{:<28} {:>8} {:>8} {:>9}",
+        "digest", "ring", "sha2", "ring/sha2"
+    );
+    for (name, ours, theirs) in rows {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(1) || a.len() < 5 {
+            time(&mut a, 2000, &mut *ours);
+            time(&mut b, 2000, &mut *theirs);
+        }
+        let (a, b) = (median(&mut a), median(&mut b));
+        println!("{name:<28} {a:>8.0} {b:>8.0} {:>8.2}x", a / b);
+    }
+}
+
+fn sha_extensions() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("sha") {
+        return "yes";
+    }
+    "no"
+}
+
 fn stamp(cfg: &Config, path: &str, headers: &[(&str, &str)], body: &[u8]) {
     black_box(decide::decide(cfg, "POST", path, headers, black_box(body), 0).outcome);
 }
@@ -435,4 +513,5 @@ fn main() {
     );
     println!("walker ns: serde_json with a seed that follows the two paths and skips the rest (IgnoredAny).");
     println!("full-decode ns: serde_json::from_slice::<Value> + two path walks, nothing else.");
+    hashes();
 }

@@ -1,10 +1,14 @@
 //! SHA-256 and HMAC-SHA256, the hash of every lane id, capped key, body
 //! key, seal and most signatures. Natively (the CLI, the dynamic module)
 //! ring's: BoringSSL's assembly, which on a CPU without SHA extensions
-//! keeps the message schedule in vector registers, a quarter fewer
-//! instructions a block than sha2's assembly (BENCHMARKS.md). In the .wasm,
-//! RustCrypto's sha2, which wasm32 compiles. Both are held to each other by
-//! the same known answers (tests below).
+//! (many servers' still, and the CPU callgrind emulates) keeps the message
+//! schedule in vector registers, a quarter fewer instructions a block than
+//! sha2's assembly. Where the CPU has SHA extensions both use them, and
+//! ring's costs some 40 ns more a digest, a fraction of a percent of a
+//! request in Envoy; without them, a verified 1 KiB body is some 13 000
+//! instructions cheaper (BENCHMARKS.md measures both). Choosing per CPU would keep
+//! both in the .so, over its ceiling. In the .wasm, RustCrypto's sha2,
+//! which wasm32 compiles; the tests hold the two to each other.
 
 #[cfg(target_arch = "wasm32")]
 use hmac::Mac as _;
@@ -90,6 +94,9 @@ impl Hmac {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hmac::Mac as _;
+    use proptest::prelude::*;
+    use sha2::Digest as _;
 
     fn hex32(s: &str) -> [u8; 32] {
         let mut out = [0; 32];
@@ -152,5 +159,33 @@ mod tests {
             m.finish(),
             hex32("60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
         );
+    }
+
+    proptest! {
+        /// Natively ring's, held to RustCrypto's (the .wasm's) on any key,
+        /// message and cut into pieces.
+        #[test]
+        fn agrees_with_rustcrypto(
+            key in proptest::collection::vec(any::<u8>(), 0..200),
+            data in proptest::collection::vec(any::<u8>(), 0..700),
+            cuts in proptest::collection::vec(0usize..700, 0..6),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
+            cuts.sort_unstable();
+            let (mut h, mut m) = (Sha256::new(), Hmac::new(&key).unwrap());
+            let mut at = 0;
+            for c in cuts.into_iter().chain([data.len()]) {
+                h.update(&data[at..c]);
+                m.update(&data[at..c]);
+                at = c;
+            }
+            let keyed = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key)
+                .unwrap()
+                .chain_update(&data)
+                .finalize()
+                .into_bytes();
+            prop_assert_eq!(&h.finish()[..], &sha2::Sha256::digest(&data)[..]);
+            prop_assert_eq!(&m.finish()[..], &keyed[..]);
+        }
     }
 }
