@@ -15,6 +15,23 @@ use hmac::Mac as _;
 #[cfg(target_arch = "wasm32")]
 use sha2::Digest as _;
 
+/// `update` and `finish` of a hash under way: ring's call that ends it
+/// (natively), then sha2's calls that give its output.
+macro_rules! under_way {
+    ($ring:ident, $($sha2:ident).+) => {
+        pub fn update(&mut self, b: &[u8]) {
+            self.0.update(b);
+        }
+
+        pub fn finish(self) -> [u8; 32] {
+            #[cfg(not(target_arch = "wasm32"))]
+            return bytes32(self.0.$ring().as_ref());
+            #[cfg(target_arch = "wasm32")]
+            return self.0$(.$sha2())+.into();
+        }
+    };
+}
+
 /// A SHA-256 under way.
 #[derive(Clone)]
 pub struct Sha256(
@@ -36,18 +53,7 @@ impl Sha256 {
         return Sha256(sha2::Sha256::new());
     }
 
-    pub fn update(&mut self, b: &[u8]) {
-        self.0.update(b);
-    }
-
-    pub fn finish(self) -> [u8; 32] {
-        let mut out = [0; 32];
-        #[cfg(not(target_arch = "wasm32"))]
-        out.copy_from_slice(self.0.finish().as_ref());
-        #[cfg(target_arch = "wasm32")]
-        out.copy_from_slice(&self.0.finalize());
-        out
-    }
+    under_way!(finish, finalize);
 }
 
 /// The SHA-256 of `b`.
@@ -77,18 +83,15 @@ impl Hmac {
         return hmac::Hmac::new_from_slice(key).ok().map(Hmac);
     }
 
-    pub fn update(&mut self, b: &[u8]) {
-        self.0.update(b);
-    }
+    under_way!(sign, finalize.into_bytes);
+}
 
-    pub fn finish(self) -> [u8; 32] {
-        let mut out = [0; 32];
-        #[cfg(not(target_arch = "wasm32"))]
-        out.copy_from_slice(self.0.sign().as_ref());
-        #[cfg(target_arch = "wasm32")]
-        out.copy_from_slice(&self.0.finalize().into_bytes());
-        out
-    }
+/// ring's output of SHA-256, which is 32 bytes.
+#[cfg(not(target_arch = "wasm32"))]
+fn bytes32(out: &[u8]) -> [u8; 32] {
+    let mut b = [0; 32];
+    b.copy_from_slice(&out[..32]);
+    b
 }
 
 #[cfg(test)]
