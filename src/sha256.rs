@@ -6,9 +6,9 @@
 //! sha2's assembly. Where the CPU has SHA extensions both use them, and
 //! ring's costs some 40 ns more a digest, a fraction of a percent of a
 //! request in Envoy; without them, a verified 1 KiB body is some 14 000
-//! instructions cheaper (BENCHMARKS.md measures both). Choosing per CPU would keep
-//! both in the .so, over its ceiling. In the .wasm, RustCrypto's sha2,
-//! which wasm32 compiles; the tests hold the two to each other.
+//! instructions cheaper (BENCHMARKS.md measures both). Choosing per CPU
+//! would keep both in the .so, over its ceiling. In the .wasm, RustCrypto's
+//! sha2, which wasm32 compiles; the tests hold the two to each other.
 
 #[cfg(target_arch = "wasm32")]
 use hmac::Mac as _;
