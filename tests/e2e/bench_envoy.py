@@ -108,7 +108,7 @@ ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no fi
 }
 # The same configurations with the dynamic module.
 ENVOYS.update({f"{n}.so": (proxy.SO, ENVOYS[n][1]) for n in ["b", "c", "c+", "d", "v", "ved", "vs"]})
-ENVOYS.update({"n.so": (NOOP_SO, 0), "n8.so": (NOOP_SO, 8)})
+ENVOYS.update({"n.so": (NOOP_SO, []), "n8.so": (NOOP_SO, STAMPS8)})
 
 
 BENCH_ENV = {"STRIPE_WHSEC": STRIPE_SECRET, "SW_SECRET": SW_SECRET, "SW_PUBLIC_KEY": ed_public_key()}
@@ -199,12 +199,13 @@ def header_mutation(boot):
             for k, v in STAMPS8]}}})
 
 
-def noop_module(boot):
-    """The empty module in the dynamic-module filter's place (its
-    configuration, the number of headers to add, is kept)."""
+def noop_module(boot, headers):
+    """The empty module in the dynamic-module filter's place, configured
+    with the headers to add, one `name: value` a line."""
     hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    module = hcm["http_filters"][0]["typed_config"]["dynamic_module_config"]
-    module["name"] = NOOP_SO.stem.removeprefix("lib")
+    typed = hcm["http_filters"][0]["typed_config"]
+    typed["dynamic_module_config"]["name"] = NOOP_SO.stem.removeprefix("lib")
+    typed["filter_config"]["value"] = "".join(f"{k}: {v}\n" for k, v in headers)
 
 
 def start(name, prefix=(), timeout=30):
@@ -218,7 +219,7 @@ def start(name, prefix=(), timeout=30):
     if envoys_own:
         header_mutation(boot)
     if wasm == NOOP_SO:
-        noop_module(boot)
+        noop_module(boot, cfg)
     # The module's secret is Envoy's own environment.
     e = proxy.Envoy(boot, timeout=timeout, prefix=prefix, env=BENCH_ENV)
     if e.proc.poll() is not None:

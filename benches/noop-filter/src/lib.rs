@@ -11,9 +11,9 @@
 //!
 //! Built natively (target/libnoop.so), it is the same floor for Envoy's
 //! dynamic modules: a filter object per stream whose every hook answers
-//! Continue, and with a filter configuration of `N`, N request headers
-//! added per request through the ABI, one call each, as hookstamp's module
-//! adds its stamps.
+//! Continue, and with a filter configuration of `name: value` lines, those
+//! request headers added per request through the ABI, one call each, as
+//! hookstamp's module adds its stamps.
 
 #[cfg(not(target_arch = "wasm32"))]
 mod module;
