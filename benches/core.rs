@@ -207,6 +207,23 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// A call a benchmark times.
+type Run<'a> = dyn FnMut() + 'a;
+
+/// Each of `runs` in interleaved rounds of `iters` calls, for at least
+/// `secs` seconds and five rounds (the machine's slow spells fall on every
+/// one alike): each one's median ns per call.
+fn interleaved(secs: u64, iters: u32, runs: &mut [&mut Run]) -> Vec<f64> {
+    let mut rounds = vec![Vec::new(); runs.len()];
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(secs) || rounds[0].len() < 5 {
+        for (r, f) in rounds.iter_mut().zip(runs.iter_mut()) {
+            time(r, iters, &mut **f);
+        }
+    }
+    rounds.iter_mut().map(|r| median(r)).collect()
+}
+
 /// A body whose `pad` is the JSON value `pad`, its keys after it.
 fn padded(pad: &[u8]) -> Vec<u8> {
     let mut body = br#"{"pad":"#.to_vec();
@@ -262,17 +279,19 @@ fn hostile(paths: &[json::Path]) {
         "body", "bytes", "scan ns", "MB/s", "walker ns", "vs walker"
     );
     for (name, body) in &bodies {
-        let (mut sc, mut w) = (Vec::new(), Vec::new());
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(2) || sc.len() < 5 {
-            time(&mut sc, 4, || {
-                black_box(json::extract(black_box(body), paths));
-            });
-            time(&mut w, 4, || {
-                black_box(walker(black_box(body), PATHS));
-            });
-        }
-        let (sc, w) = (median(&mut sc), median(&mut w));
+        let m = interleaved(
+            2,
+            4,
+            &mut [
+                &mut || {
+                    black_box(json::extract(black_box(body), paths));
+                },
+                &mut || {
+                    black_box(walker(black_box(body), PATHS));
+                },
+            ],
+        );
+        let (sc, w) = (m[0], m[1]);
         let mbs = body.len() as f64 / sc * 1e9 / 1e6;
         println!(
             "{name:<28} {:>9} {sc:>11.0} {mbs:>8.0} {w:>11.0} {:>8.2}x",
@@ -281,8 +300,6 @@ fn hostile(paths: &[json::Path]) {
         );
     }
 }
-
-type Run<'a> = dyn FnMut() + 'a;
 
 /// SHA-256 as shipped natively (ring's, `hookstamp::sha256`) beside
 /// RustCrypto's sha2 (the .wasm's) on this CPU: what the choice costs where
@@ -331,9 +348,7 @@ fn hashes() {
         ),
     ];
     println!(
-        "
-SHA-256 on this CPU (SHA extensions: {}), ns each:
-",
+        "\nSHA-256 on this CPU (SHA extensions: {}), ns each:\n",
         sha_extensions()
     );
     println!(
@@ -341,14 +356,13 @@ SHA-256 on this CPU (SHA extensions: {}), ns each:
         "digest", "ring", "sha2", "ring/sha2"
     );
     for (name, ours, theirs) in rows {
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(1) || a.len() < 5 {
-            time(&mut a, 2000, &mut *ours);
-            time(&mut b, 2000, &mut *theirs);
-        }
-        let (a, b) = (median(&mut a), median(&mut b));
-        println!("{name:<28} {a:>8.0} {b:>8.0} {:>8.2}x", a / b);
+        let m = interleaved(1, 2000, &mut [ours, theirs]);
+        println!(
+            "{name:<28} {:>8.0} {:>8.0} {:>8.2}x",
+            m[0],
+            m[1],
+            m[0] / m[1]
+        );
     }
 }
 
@@ -443,28 +457,23 @@ fn main() {
         assert_eq!(walker(&body, PATHS), vec![Some(id), Some(cus)]);
         let iters = (4_000_000 / body.len()).max(1) as u32;
         let paths = &stripe.sources[0].paths;
-        let (mut a, mut sc, mut w, mut b) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(4) || a.len() < 5 {
-            time(&mut a, iters, || {
-                stamp(&stripe, "/webhooks/stripe", &[], &body)
-            });
-            time(&mut sc, iters, || {
-                black_box(json::extract(black_box(&body), paths));
-            });
-            time(&mut w, iters, || {
-                black_box(walker(black_box(&body), PATHS));
-            });
-            time(&mut b, iters, || {
-                black_box(baseline(black_box(&body)));
-            });
-        }
-        let (a, sc, w, b) = (
-            median(&mut a),
-            median(&mut sc),
-            median(&mut w),
-            median(&mut b),
+        let m = interleaved(
+            4,
+            iters,
+            &mut [
+                &mut || stamp(&stripe, "/webhooks/stripe", &[], &body),
+                &mut || {
+                    black_box(json::extract(black_box(&body), paths));
+                },
+                &mut || {
+                    black_box(walker(black_box(&body), PATHS));
+                },
+                &mut || {
+                    black_box(baseline(black_box(&body)));
+                },
+            ],
         );
+        let (a, sc, w, b) = (m[0], m[1], m[2], m[3]);
         let mbs = |ns: f64| body.len() as f64 / ns * 1e9 / 1e6;
         println!(
             "{:<28} {:>8} {:>12.0} {:>8.0} {:>8.0} {:>11.0} {:>8.0} {:>8.2}x {:>14.0} {:>8.0} {:>8.1}x",
