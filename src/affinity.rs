@@ -50,7 +50,7 @@ const LANE_DOMAIN: &[u8] = b"hookstamp.affinity.v2\0";
 /// it), so without the tenant here every tenant's keyless lane of a
 /// multi-tenant source would land on one node; with it, tenants spread and
 /// each tenant's lane stays on one node.
-pub fn lane_hex(tenant: &str, lane_id: &[u8; 16]) -> String {
+pub fn lane_hex(tenant: &str, lane_id: &[u8; 16]) -> crate::stamps::Hex {
     // Tenants are checked to at most 64 bytes.
     let t = tenant.len() as u16;
     lanes::hex(&lanes::id16(
@@ -61,7 +61,7 @@ pub fn lane_hex(tenant: &str, lane_id: &[u8; 16]) -> String {
 }
 
 /// `id` in lowercase hex, as stamped.
-pub fn hex(tenant: &str, source_id: &str, key: Option<&[u8]>) -> String {
+pub fn hex(tenant: &str, source_id: &str, key: Option<&[u8]>) -> crate::stamps::Hex {
     lanes::hex(&id(tenant, source_id, key))
 }
 

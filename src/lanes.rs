@@ -147,21 +147,16 @@ impl Lane {
             sink,
             key,
             names: stamps::lane_names(sink),
-            keyless_id: hex(&lane_id(sink, source_id, None)),
+            keyless_id: hex(&lane_id(sink, source_id, None)).as_str().to_owned(),
             group_max: None,
             group_scope: GroupScope::Key,
         }
     }
 }
 
-/// A lane id in lowercase hex, as it is stamped.
-pub fn hex(id: &[u8; 16]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = [0u8; 32];
-    for (pair, &b) in out.chunks_exact_mut(2).zip(id) {
-        pair.copy_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xF)]]);
-    }
-    stamps::ascii(out.to_vec())
+/// A lane id (or an affinity id) in lowercase hex, as it is stamped.
+pub fn hex(id: &[u8; 16]) -> stamps::Hex {
+    stamps::Hex::of(id)
 }
 
 /// The 16-byte lane id: the first 16 bytes of SHA-256 over

@@ -23,9 +23,9 @@
 //! and without the key no one can tell it in advance.
 
 use crate::sha256::Sha256;
+use crate::stamps::Stamp;
 use crate::verify::{Algorithm, Request, Secret};
 use base64::Engine;
-use std::borrow::Cow;
 use std::fmt::Write;
 
 /// The signature's label (its member of `Signature-Input` and `Signature`)
@@ -91,7 +91,7 @@ pub fn seal(
     key: &Key,
     r: &Request,
     request_id: &[u8],
-    stamps: &[(&str, Cow<'_, str>)],
+    stamps: &[Stamp<'_>],
     body: Option<&[u8; 32]>,
 ) -> Fields {
     let content_digest = body.map(digest_field);
@@ -164,14 +164,14 @@ pub fn seal(
 /// method, path and query, the stamps, the body's digest.
 fn components<'s>(
     r: &Request<'s>,
-    stamps: &'s [(&str, Cow<'_, str>)],
+    stamps: &'s [Stamp<'_>],
     digest: Option<&'s str>,
 ) -> impl Iterator<Item = (&'s str, &'s str)> {
     let (path, query) = split_target(r.path);
     DERIVED
         .into_iter()
         .zip([r.method, path, query])
-        .chain(stamps.iter().map(|(n, v)| (*n, v.as_ref())))
+        .chain(stamps.iter().map(|(n, v)| (*n, &**v)))
         .chain(digest.map(|d| (CONTENT_DIGEST, d)))
 }
 
@@ -224,10 +224,7 @@ mod tests {
             method: "POST",
             path: target,
         };
-        let stamps: Vec<(&str, Cow<'_, str>)> = stamps
-            .iter()
-            .map(|(n, v)| (*n, Cow::Borrowed(*v)))
-            .collect();
+        let stamps: Vec<Stamp<'_>> = stamps.iter().map(|(n, v)| (*n, (*v).into())).collect();
         seal(&key, &r, b"", &stamps, body.map(body_hash).as_ref())
     }
 
@@ -323,7 +320,7 @@ mod tests {
                 &key,
                 &r,
                 id,
-                &[("x-hookstamp-source", Cow::Borrowed("github"))],
+                &[("x-hookstamp-source", "github".into())],
                 None,
             )
         };

@@ -77,7 +77,7 @@ pub fn encode_str(s: &str) -> Cow<'_, str> {
 
 /// Appends `encode(raw)` to `out`: the encoding is byte by byte, so the
 /// encoding of a concatenation is the concatenation of the encodings.
-pub fn encode_into(out: &mut Vec<u8>, raw: &[u8]) {
+fn encode_into(out: &mut Vec<u8>, raw: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in raw {
         if safe(b) {
@@ -88,10 +88,27 @@ pub fn encode_into(out: &mut Vec<u8>, raw: &[u8]) {
     }
 }
 
-/// Bytes written by `encode_into` (or hex digits) as a String: always
-/// ASCII, so the lossy conversion never replaces anything and borrows.
-pub fn ascii(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+/// The encodings of `parts` joined by `:`, as the idempotency key joins
+/// its tenant, source and key: each part encoded in turn is the encoding
+/// of the joined key, with no joined copy to encode.
+pub fn encode_joined(parts: &[&[u8]]) -> String {
+    let mut out = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 8);
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push(b':');
+        }
+        encode_into(&mut out, p);
+    }
+    ascii(out)
+}
+
+/// Bytes written by `encode_into` (and `:`) as a String, not validated
+/// again: an encoding is ASCII by construction.
+fn ascii(bytes: Vec<u8>) -> String {
+    debug_assert!(bytes.is_ascii());
+    // SAFETY: `encode_into` writes safe bytes (0x21..=0x7E), `%` and hex
+    // digits, and `encode_joined` adds `:`: all ASCII, so UTF-8.
+    unsafe { String::from_utf8_unchecked(bytes) }
 }
 
 /// `encode` of an owned string, which is kept when nothing needs encoding.
@@ -110,6 +127,102 @@ pub fn encode_key<'a>(key: &Cow<'a, [u8]>) -> Cow<'a, str> {
     }
 }
 
+/// A header the filter adds: its name and value.
+pub type Stamp<'a> = (&'a str, Value<'a>);
+
+/// A stamp's value: text, borrowed from the config or the request where it
+/// can be, or an id derived for the request (a lane's, an affinity), held
+/// inline: the ids are most of what a request's stamps build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value<'a> {
+    Text(Cow<'a, str>),
+    Id(Hex),
+}
+
+impl std::ops::Deref for Value<'_> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        match self {
+            Value::Text(t) => t,
+            Value::Id(h) => h.as_str(),
+        }
+    }
+}
+
+impl std::fmt::Display for Value<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl<'a> From<Cow<'a, str>> for Value<'a> {
+    fn from(t: Cow<'a, str>) -> Self {
+        Value::Text(t)
+    }
+}
+
+impl<'a> From<&'a str> for Value<'a> {
+    fn from(t: &'a str) -> Self {
+        Value::Text(Cow::Borrowed(t))
+    }
+}
+
+impl From<String> for Value<'_> {
+    fn from(t: String) -> Self {
+        Value::Text(Cow::Owned(t))
+    }
+}
+
+impl<T: AsRef<str> + ?Sized> PartialEq<T> for Value<'_> {
+    fn eq(&self, other: &T) -> bool {
+        **self == *other.as_ref()
+    }
+}
+
+/// A 16-byte id in lowercase hex, as it is stamped: held inline, so that
+/// a request's lane and affinity ids cost no allocation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Hex([u8; 32]);
+
+impl Hex {
+    /// A 16-byte id's digits. Not inlined: its callers (lanes, affinity,
+    /// the load) share one copy in the module.
+    #[inline(never)]
+    pub fn of(id: &[u8; 16]) -> Hex {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 32];
+        for (i, &b) in id.iter().enumerate() {
+            out[2 * i] = DIGITS[usize::from(b >> 4)];
+            out[2 * i + 1] = DIGITS[usize::from(b & 0xF)];
+        }
+        Hex(out)
+    }
+
+    pub fn as_str(&self) -> &str {
+        // SAFETY: `of` writes only the ASCII digits 0-9 and a-f.
+        unsafe { std::str::from_utf8_unchecked(&self.0) }
+    }
+}
+
+impl PartialEq<&str> for Hex {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Debug for Hex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_str().fmt(f)
+    }
+}
+
+impl std::fmt::Display for Hex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,10 +235,11 @@ mod tests {
         assert_eq!(encode_str("a b%é"), "a%20b%25%C3%A9");
         assert!(matches!(encode_str("evt_1"), Cow::Borrowed("evt_1")));
         assert_eq!(encode_string("x y".to_owned()), "x%20y");
-        let mut v = Vec::new();
-        encode_into(&mut v, b"t:");
-        encode_into(&mut v, b"a b");
-        assert_eq!(ascii(v), encode(b"t:a b"));
+        assert_eq!(
+            encode_joined(&[b"t", b"a b", b"\xff:"]),
+            encode(b"t:a b:\xff:")
+        );
+        assert_eq!(encode_joined(&[]), "");
     }
 
     #[test]
@@ -137,5 +251,22 @@ mod tests {
         assert!(is_stamp_header("x_hookstamp_dedupe_key"));
         assert!(is_stamp_header("X_HookStamp-Lane_0"));
         assert!(!is_stamp_header("x_hookstamp"));
+    }
+
+    #[test]
+    fn a_value_reads_as_its_text_whether_borrowed_built_or_an_id() {
+        let id = Hex::of(&[
+            0x00, 0x01, 0x7f, 0x80, 0xab, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+        ]);
+        assert_eq!(id, "00017f80abff00000000000000000010");
+        let values = [
+            Value::from("evt_1"),
+            Value::from("evt_1".to_owned()),
+            Value::Id(id),
+        ];
+        assert_eq!(&*values[0], "evt_1");
+        assert_eq!(values[0], values[1]);
+        assert_eq!(values[2], id.as_str());
+        assert_eq!(values[2].to_string(), id.to_string());
     }
 }

@@ -16,7 +16,7 @@ mod offered;
 mod stamp;
 
 pub use offered::{offered, Offered};
-pub use stamp::{stamp, Stamp, Stamped, MAX_EVENT_TYPE};
+pub use stamp::{stamp, Stamp, Stamped, Value, MAX_EVENT_TYPE};
 
 /// The header whose value makes each request's seal nonce its own (Envoy
 /// gives every request one).
@@ -260,7 +260,7 @@ where
         route,
         body: Some(body),
         signature,
-        header_keys,
+        header_keys: header_keys.to_vec(),
         body_hash,
         outcome,
     }
@@ -317,21 +317,98 @@ fn add_seal(
     );
     let h = &mut stamped.headers;
     if let Some(digest) = fields.content_digest {
-        h.push((crate::seal::CONTENT_DIGEST, Cow::Owned(digest)));
+        h.push((crate::seal::CONTENT_DIGEST, digest.into()));
     }
-    h.push((crate::seal::SIGNATURE_INPUT, Cow::Owned(fields.input)));
-    h.push((crate::seal::SIGNATURE, Cow::Owned(fields.signature)));
+    h.push((crate::seal::SIGNATURE_INPUT, fields.input.into()));
+    h.push((crate::seal::SIGNATURE, fields.signature.into()));
 }
 
 /// The values of the headers `src`'s keys read (its header table), each
 /// the first value of that header in arrival order.
-pub fn header_keys<'h, N, V>(src: &Source, headers: &'h [(N, V)]) -> Vec<Option<&'h [u8]>>
+pub fn header_keys<'h, N, V>(src: &Source, headers: &'h [(N, V)]) -> HeaderKeys<'h>
 where
     N: AsRef<str>,
     V: AsRef<[u8]>,
 {
-    src.headers
-        .iter()
-        .map(|h| crate::pairs::first_header(headers, h))
-        .collect()
+    HeaderKeys::collect(
+        src.headers
+            .iter()
+            .map(|h| crate::pairs::first_header(headers, h)),
+    )
+}
+
+/// A request's header keys, one per header its source reads, in the
+/// source's order: on the stack for a source that reads a few (as every
+/// provider's does), so that reading them costs no allocation.
+pub struct HeaderKeys<'h> {
+    room: [Option<&'h [u8]>; 8],
+    len: usize,
+    /// All of them, where there are more than `room` holds.
+    spill: Vec<Option<&'h [u8]>>,
+}
+
+impl<'h> HeaderKeys<'h> {
+    pub fn collect(keys: impl Iterator<Item = Option<&'h [u8]>>) -> Self {
+        let mut out = HeaderKeys {
+            room: [None; 8],
+            len: 0,
+            spill: Vec::new(),
+        };
+        for k in keys {
+            out.push(k);
+        }
+        out
+    }
+
+    // One copy for every iterator `collect` is given.
+    #[inline(never)]
+    fn push(&mut self, key: Option<&'h [u8]>) {
+        if let Some(slot) = self
+            .room
+            .get_mut(self.len)
+            .filter(|_| self.spill.is_empty())
+        {
+            *slot = key;
+        } else {
+            if self.spill.is_empty() {
+                self.spill.extend_from_slice(&self.room);
+            }
+            self.spill.push(key);
+        }
+        self.len += 1;
+    }
+}
+
+impl<'h> std::ops::Deref for HeaderKeys<'h> {
+    type Target = [Option<&'h [u8]>];
+
+    fn deref(&self) -> &Self::Target {
+        if self.spill.is_empty() {
+            self.room.get(..self.len).unwrap_or_default()
+        } else {
+            &self.spill
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeaderKeys;
+
+    #[test]
+    fn header_keys_past_the_room_are_all_kept_in_order() {
+        for n in [0usize, 3, 8, 9, 40] {
+            let values: Vec<Vec<u8>> = (0..n).map(|i| i.to_string().into_bytes()).collect();
+            let keys = HeaderKeys::collect(
+                values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (i % 3 != 1).then_some(&v[..])),
+            );
+            assert_eq!(keys.len(), n);
+            for (i, k) in keys.iter().enumerate() {
+                assert_eq!(*k, (i % 3 != 1).then_some(values[i].as_slice()));
+            }
+        }
+    }
 }

@@ -16,8 +16,7 @@ use super::{offered, Body};
 /// An event type longer than this is stamped as its hash (as a lane key).
 pub const MAX_EVENT_TYPE: usize = 128;
 
-/// A header the filter adds: its name and value.
-pub type Stamp<'a> = (&'a str, Cow<'a, str>);
+pub use crate::stamps::{Stamp, Value};
 
 /// The stamps for one request, and what the metrics need to know. Names
 /// and values borrow from the config and the request where they can: a
@@ -72,7 +71,7 @@ impl<'a> Stamped<'a> {
             .iter_mut()
             .find(|(n, _)| *n == stamps::VERIFIED)
         {
-            *v = Cow::Borrowed("stream");
+            *v = Value::from("stream");
         }
     }
 
@@ -81,40 +80,100 @@ impl<'a> Stamped<'a> {
     /// lane's reason, each hashed group; `dedupe=absent lane-1=not_json`.
     /// Empty where nothing is missing. Names and bounded reasons only,
     /// never a key or a body byte.
-    pub fn why(&self, unverified: Option<Reason>) -> String {
-        let mut out = String::new();
-        if unverified.is_some()
-            || self.event_type_missing.is_some()
-            || self.dedupe_key_missing.is_some()
-            || !self.lane_keys_missing.is_empty()
-            || !self.lane_groups_hashed.is_empty()
-        {
-            out.reserve(64);
-        }
-        let mut item = |parts: &[&str]| {
-            if !out.is_empty() {
-                out.push(' ');
-            }
-            for p in parts {
-                out.push_str(p);
-            }
-        };
+    pub fn why(&self, unverified: Option<Reason>) -> Why {
+        let mut out = Why::default();
         if let Some(r) = unverified {
-            item(&["signature=", r.as_str()]);
+            out.item(&["signature=", r.as_str()]);
         }
         if let Some(m) = self.event_type_missing {
-            item(&["event-type=", m.as_str()]);
+            out.item(&["event-type=", m.as_str()]);
         }
         if let Some(m) = self.dedupe_key_missing {
-            item(&["dedupe=", m.as_str()]);
+            out.item(&["dedupe=", m.as_str()]);
         }
         for (sink, m) in &self.lane_keys_missing {
-            item(&["lane-", &sink.to_string(), "=", m.as_str()]);
+            out.item(&["lane-", &sink.to_string(), "=", m.as_str()]);
         }
         for sink in &self.lane_groups_hashed {
-            item(&["lane-", &sink.to_string(), "-group=hashed"]);
+            out.item(&["lane-", &sink.to_string(), "-group=hashed"]);
         }
         out
+    }
+}
+
+/// The access log's reason (`Stamped::why`), on the stack while it fits,
+/// as a request's usual one or two items do: set on every request that
+/// lacks a key, it costs no allocation there.
+pub struct Why {
+    short: [u8; 64],
+    len: usize,
+    /// The whole reason, once it outgrows `short`.
+    long: String,
+}
+
+impl Default for Why {
+    fn default() -> Self {
+        Why {
+            short: [0; 64],
+            len: 0,
+            long: String::new(),
+        }
+    }
+}
+
+impl Why {
+    /// Appends an item (its parts, concatenated), after a space.
+    fn item(&mut self, parts: &[&str]) {
+        if !self.is_empty() {
+            self.push(" ");
+        }
+        for p in parts {
+            self.push(p);
+        }
+    }
+
+    fn push(&mut self, s: &str) {
+        let end = self.len + s.len();
+        if self.long.is_empty() && end <= self.short.len() {
+            self.short[self.len..end].copy_from_slice(s.as_bytes());
+            self.len = end;
+        } else {
+            if self.long.is_empty() {
+                self.long.push_str(short_text(&self.short, self.len));
+            }
+            self.long.push_str(s);
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        if self.long.is_empty() {
+            short_text(&self.short, self.len)
+        } else {
+            &self.long
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.as_str().is_empty()
+    }
+}
+
+/// A `Why`'s text on the stack, its first `len` bytes.
+fn short_text(short: &[u8; 64], len: usize) -> &str {
+    // SAFETY: `Why::push` copies in whole `&str`s, one after another, and
+    // moves `len` past each: the bytes up to `len` are UTF-8.
+    unsafe { std::str::from_utf8_unchecked(&short[..len]) }
+}
+
+impl std::fmt::Debug for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_str().fmt(f)
+    }
+}
+
+impl PartialEq<&str> for Why {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
     }
 }
 
@@ -168,12 +227,12 @@ pub fn stamp<'a>(
         verified,
     };
     let h = &mut out.headers;
-    h.push((stamps::SOURCE, stamps::encode_str(&src.id)));
-    h.push((stamps::TENANT, stamps::encode_str(tenant)));
+    h.push((stamps::SOURCE, stamps::encode_str(&src.id).into()));
+    h.push((stamps::TENANT, stamps::encode_str(tenant).into()));
     if let Some(v) = verified {
         h.push((
             stamps::VERIFIED,
-            Cow::Borrowed(if v { "true" } else { "false" }),
+            Value::from(if v { "true" } else { "false" }),
         ));
     }
     event_type(&m, &mut out);
@@ -184,18 +243,16 @@ pub fn stamp<'a>(
         // A node-local lane: the affinity is its lane's.
         if src.affinity == Some(Affinity::Lane(lane.sink)) {
             let id = keyed.unwrap_or_else(|| lanes::lane_id(lane.sink, &src.id, None));
-            affinity = Some(Cow::Owned(affinity::lane_hex(tenant, &id)));
+            affinity = Some(affinity::lane_hex(tenant, &id));
         }
     }
     if let Some(a) = src.affinity {
-        let value = match (a, affinity) {
+        let id = match (a, affinity) {
             (Affinity::Lane(_), Some(id)) => id,
-            (Affinity::Dedupe, _) => {
-                Cow::Owned(affinity::hex(tenant, &src.id, dedupe_key.as_deref()))
-            }
-            _ => Cow::Owned(affinity::hex(tenant, &src.id, None)),
+            (Affinity::Dedupe, _) => affinity::hex(tenant, &src.id, dedupe_key.as_deref()),
+            _ => affinity::hex(tenant, &src.id, None),
         };
-        out.headers.push((stamps::AFFINITY, value));
+        out.headers.push((stamps::AFFINITY, Value::Id(id)));
     }
     out
 }
@@ -213,7 +270,7 @@ fn event_type<'a>(m: &Making<'a, '_>, out: &mut Stamped<'a>) {
             if m.src.events.as_ref().is_some_and(|e| e.drops(&t)) {
                 out.dropped = Some(t);
             }
-            out.headers.push((stamps::EVENT_TYPE, encoded));
+            out.headers.push((stamps::EVENT_TYPE, encoded.into()));
         }
         None if m.unverified() => out.event_type_missing = Some(Missing::Unverified),
         None => out.event_type_missing = Some(key::why(et, m.values)),
@@ -237,9 +294,9 @@ fn dedupe<'a>(m: &Making<'a, '_>, out: &mut Stamped<'a>) -> Option<Cow<'a, [u8]>
     let k = key::cap(raw, MAX_DEDUPE_KEY);
     let idem = idempotency_key(m.tenant, &m.src.id, &k);
     let h = &mut out.headers;
-    h.push((stamps::DEDUPE_KEY, stamps::encode_key(&k)));
-    h.push((stamps::DEDUPE_TTL_MS, Cow::Borrowed(&d.ttl_ms)));
-    h.push((stamps::IDEMPOTENCY_KEY, idem));
+    h.push((stamps::DEDUPE_KEY, stamps::encode_key(&k).into()));
+    h.push((stamps::DEDUPE_TTL_MS, Value::from(d.ttl_ms.as_str())));
+    h.push((stamps::IDEMPOTENCY_KEY, idem.into()));
     Some(k)
 }
 
@@ -275,9 +332,9 @@ fn lane_stamps<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) ->
         out.lane_groups_hashed.push(lane.sink);
     }
     let h = &mut out.headers;
-    h.push((id_name, Cow::Owned(lanes::hex(&raw_id))));
-    h.push((key_name, encoded));
-    h.push((group_name, group));
+    h.push((id_name, Value::Id(lanes::hex(&raw_id))));
+    h.push((key_name, encoded.into()));
+    h.push((group_name, group.into()));
     Some(raw_id)
 }
 
@@ -301,19 +358,36 @@ fn keyless_lane<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) {
     }
     // No key stamp: the group says keyless, and an empty value is one an
     // Envoy dynamic module cannot set (docs/keys.md).
-    out.headers.push((id_name, Cow::Borrowed(&lane.keyless_id)));
-    out.headers.push((group_name, group));
+    out.headers
+        .push((id_name, Value::from(lane.keyless_id.as_str())));
+    out.headers.push((group_name, group.into()));
 }
 
 /// `<tenant>:<source_id>:<key>`, percent-encoded.
 fn idempotency_key<'a>(tenant: &str, source_id: &str, key: &[u8]) -> Cow<'a, str> {
-    // The encoding is byte by byte: each part encoded in turn is the
-    // encoding of the joined key, with no joined copy to validate.
-    let mut out = Vec::with_capacity(tenant.len() + source_id.len() + key.len() + 8);
-    stamps::encode_into(&mut out, tenant.as_bytes());
-    out.push(b':');
-    stamps::encode_into(&mut out, source_id.as_bytes());
-    out.push(b':');
-    stamps::encode_into(&mut out, key);
-    Cow::Owned(stamps::ascii(out))
+    Cow::Owned(stamps::encode_joined(&[
+        tenant.as_bytes(),
+        source_id.as_bytes(),
+        key,
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn why_moves_to_the_heap_past_its_room_and_keeps_every_item() {
+        let mut w = Why::default();
+        assert!(w.is_empty());
+        w.item(&["dedupe=", "absent"]);
+        assert_eq!(w, "dedupe=absent");
+        // 13 + 50 = 63 bytes, then 65: across the 64-byte room.
+        w.item(&["x".repeat(49).as_str()]);
+        assert_eq!(w.as_str().len(), 63);
+        w.item(&["é"]);
+        assert_eq!(w.as_str(), format!("dedupe=absent {} é", "x".repeat(49)));
+        w.item(&["lane-", "7", "=absent"]);
+        assert!(w.as_str().ends_with(" é lane-7=absent"));
+    }
 }

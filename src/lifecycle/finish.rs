@@ -8,7 +8,7 @@
 use super::held::{Check, Held};
 use super::tick::body_timeout;
 use super::{answer_internal, send, Failure, Plugin, WHY_PROPERTY};
-use crate::decide::{self, Body, Facts, Outcome, Stamp, Stream};
+use crate::decide::{self, Body, Facts, HeaderKeys, Outcome, Stamp, Stream};
 use crate::host::{HeadersStatus, HostResult, StreamHost};
 use crate::metrics::{bump, SourceMetrics};
 use crate::reply::{self, Reply};
@@ -152,8 +152,8 @@ fn count_signature(host: &mut impl StreamHost, m: Option<&SourceMetrics>, r: Res
 }
 
 /// A held request's key headers' values, as the stamps take them.
-fn header_keys<K>(w: &Held<K>) -> Vec<Option<&[u8]>> {
-    w.header_keys.iter().map(|k| k.as_deref()).collect()
+fn header_keys<K>(w: &Held<K>) -> HeaderKeys<'_> {
+    HeaderKeys::collect(w.header_keys.iter().map(|k| k.as_deref()))
 }
 
 /// What the stamps of a held request need, borrowed from it.
@@ -284,7 +284,7 @@ fn act(
     // request, which a flood would turn into a flood of log lines.
     let why = stamped.why(unverified);
     if !why.is_empty() {
-        let _ = host.set_property(WHY_PROPERTY, why.as_bytes());
+        let _ = host.set_property(WHY_PROPERTY, why.as_str().as_bytes());
     }
     HeadersStatus::Continue
 }
