@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 PYTEST := python3 -m pytest
 
-.PHONY: all help setup setup-run build wasm dynamic-module image lint fmt check test test-native test-e2e run bench bench-native bench-flood bench-envoy fuzz fuzz-short soak soak-short soak-attack soak-attack-short clean
+.PHONY: all help setup setup-run build wasm dynamic-module image lint fmt check test test-native test-e2e run bench bench-native bench-flood bench-envoy noop fuzz fuzz-short soak soak-short soak-attack soak-attack-short clean
 
 all: build wasm
 
@@ -62,7 +62,7 @@ test-native:           ## the core, the case table and the config error table
 	cargo test
 	cargo test --features dynamic-module --test dynmod_life
 
-test-e2e: setup wasm dynamic-module   ## the same case table through a real Envoy with the built .wasm and .so, and the attacks
+test-e2e: setup wasm dynamic-module noop   ## the same case table through a real Envoy with the built .wasm and .so, and the attacks
 	scripts/build-wasm.sh crash
 	cargo build
 	cargo build --release --bin hookstamp   # the binary the docs' examples run (tests/e2e/test_docs.py)
@@ -87,9 +87,11 @@ bench-native:          ## the core vs a full serde_json decode, side by side
 bench-flood:           ## forged requests one worker's core refuses a second per scheme, beside valid ones
 	cargo bench --bench requests -- flood $(or $(FLOOD_REQUESTS),5000)
 
-bench-envoy: setup wasm dynamic-module   ## Envoy without a filter, with an empty one, with hookstamp's .wasm and .so: wrk and callgrind
+noop:                  ## the empty filter, .wasm and .so (benches/noop-filter): the bench's floors and (c)'s twins
 	scripts/build-wasm.sh noop
 	cd benches/noop-filter && cargo build --release --lib && cp target/release/libnoop_filter.so ../../target/libnoop.so
+
+bench-envoy: setup wasm dynamic-module noop   ## Envoy without a filter, with an empty one, with hookstamp's .wasm and .so: wrk and callgrind
 	command -v wrk >/dev/null && command -v valgrind >/dev/null || \
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wrk valgrind; }
 	cd tests/e2e && python3 bench_envoy.py

@@ -3,8 +3,13 @@
 # rows (b), (c) and (d) through the lifecycle (benches/requests/main.rs): each row
 # run for 200 and 1200 requests, the difference over 1000. Symbols kept, so
 # `callgrind_annotate target/core-cost/<row>.1200.out` shows where it goes.
+# OPT=s builds it at the .wasm's opt-level (in a target dir of its own):
+# where the .wasm's own work goes, by function, which V8's code does not say.
 set -eu
 cd "$(dirname "$0")/.."
+opt=${OPT:-}
+export CARGO_TARGET_DIR=target${opt:+/opt-$opt}
+[ -z "$opt" ] || export CARGO_PROFILE_BENCH_OPT_LEVEL="$opt" CARGO_PROFILE_RELEASE_OPT_LEVEL="$opt"
 CARGO_PROFILE_BENCH_STRIP=false CARGO_PROFILE_BENCH_DEBUG=1 \
   cargo bench --bench requests --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*requests[^"]*\)".*/\1/p' > target/core-cost.bin

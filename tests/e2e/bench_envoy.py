@@ -21,6 +21,9 @@ answering with direct_response so no upstream is the bottleneck:
   (n.so), (n8.so) the empty filter as an Envoy dynamic module
       (target/libnoop.so, the same crate built natively), without and with
       the 8 header adds: the floor of any module
+  (r), (r.so) the empty filter, .wasm and module, making (c)'s host calls
+      (its header list read, its eight stamps added, two counters, the
+      access log's reason): (c) − (r) is hookstamp's own work between them
   (b.so) ... (v.so) the same as (b) ... (v) with the Envoy dynamic module
       (target/libhookstamp.so) in place of the .wasm
 Three views, each of every configuration in one run:
@@ -93,11 +96,19 @@ STAMPS8 = [("x-hookstamp-source", "github"), ("x-hookstamp-tenant", "default"),
            ("x-hookstamp-lane-0", "5e0b1b36b0e4c3c2c0a1e8f7d6c5b4a3"), ("x-hookstamp-lane-0-key", "h-1"),
            ("x-hookstamp-lane-0-group", "h-1")]
 HEADER_MUTATION = "header_mutation"  # (h8): Envoy's header_mutation filter adds STAMPS8
+# (r), (r.so): the empty filter making (c)'s host calls, one each as hookstamp
+# makes them (benches/noop-filter: its configuration's lines): the request's
+# header list read, the eight stamps added, (c)'s two counters (stamped, and
+# its event type missing) incremented, the access log's reason set. What the
+# calls alone cost, apart from hookstamp's own work between them.
+TWIN = ([f"{k}: {v}" for k, v in STAMPS8]
+        + ["read", "count stamped", "count event_type_missing", "why event-type=absent"])
 ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no filter; plugin config)
     "a": (None, None),
     "h8": (HEADER_MUTATION, None),
     "n": (NOOP, 0),
     "n8": (NOOP, 8),
+    "r": (NOOP, TWIN),
     "b": (proxy.WASM, {"prefix": "/elsewhere", "sources": []}),
     "c": (proxy.WASM, GITHUB),
     "c+": (proxy.WASM, dict(GITHUB, affinity=True)),
@@ -108,7 +119,8 @@ ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no fi
 }
 # The same configurations with the dynamic module.
 ENVOYS.update({f"{n}.so": (proxy.SO, ENVOYS[n][1]) for n in ["b", "c", "c+", "d", "v", "ved", "vs"]})
-ENVOYS.update({"n.so": (NOOP_SO, []), "n8.so": (NOOP_SO, STAMPS8)})
+ENVOYS.update({"n.so": (NOOP_SO, []), "n8.so": (NOOP_SO, [f"{k}: {v}" for k, v in STAMPS8]),
+               "r.so": (NOOP_SO, TWIN)})
 
 
 BENCH_ENV = {"STRIPE_WHSEC": STRIPE_SECRET, "SW_SECRET": SW_SECRET, "SW_PUBLIC_KEY": ed_public_key()}
@@ -156,6 +168,7 @@ CASES = [  # label, description, envoy, path, headers, body
     ("h8", "Envoy's header_mutation: 8 adds", "h8", "/webhooks/github", GH, b"{}"),
     ("n", "empty wasm filter", "n", "/webhooks/github", GH, b"{}"),
     ("n8", "empty + 8 header adds", "n8", "/webhooks/github", GH, b"{}"),
+    ("r", "empty + (c)'s host calls", "r", "/webhooks/github", GH, b"{}"),
     ("b", "hookstamp, no sources", "b", "/webhooks/github", GH, b"{}"),
     ("c", "github header source", "c", "/webhooks/github", GH, b"{}"),
     ("c+", "(c) + affinity stamp", "c+", "/webhooks/github", GH, b"{}"),
@@ -167,7 +180,8 @@ CASES = [  # label, description, envoy, path, headers, body
      event(1024)),
 ]
 CASES += [("n.so", "empty module", "n.so", "/webhooks/github", GH, b"{}"),
-          ("n8.so", "empty module + 8 header adds", "n8.so", "/webhooks/github", GH, b"{}")]
+          ("n8.so", "empty module + 8 header adds", "n8.so", "/webhooks/github", GH, b"{}"),
+          ("r.so", "empty module + (c)'s calls", "r.so", "/webhooks/github", GH, b"{}")]
 CASES += [(c[0] + ".so", "module: " + c[1].replace("hookstamp, ", ""), c[2] + ".so", *c[3:])
           for c in CASES if c[0] in ("b", "c", "c+", "d", "e", "v", "ved", "vs")]
 # What each case is compared with as "(a)": Envoy without a filter, given
@@ -199,13 +213,22 @@ def header_mutation(boot):
             for k, v in STAMPS8]}}})
 
 
-def noop_module(boot, headers):
+def noop_module(boot, lines):
     """The empty module in the dynamic-module filter's place, configured
-    with the headers to add, one `name: value` a line."""
+    with what it does per request, a line each (`name: value` adds that
+    header; benches/noop-filter has the rest)."""
     hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     typed = hcm["http_filters"][0]["typed_config"]
     typed["dynamic_module_config"]["name"] = NOOP_SO.stem.removeprefix("lib")
-    typed["filter_config"]["value"] = "".join(f"{k}: {v}\n" for k, v in headers)
+    typed["filter_config"]["value"] = "".join(f"{line}\n" for line in lines)
+
+
+def noop_wasm(boot, lines):
+    """The empty .wasm filter configured with lines, as `noop_module`'s
+    (its plugin configuration as they are, not JSON)."""
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    conf = hcm["http_filters"][0]["typed_config"]["config"]["configuration"]
+    conf["value"] = "".join(f"{line}\n" for line in lines)
 
 
 def start(name, prefix=(), timeout=30):
@@ -220,6 +243,8 @@ def start(name, prefix=(), timeout=30):
         header_mutation(boot)
     if wasm == NOOP_SO:
         noop_module(boot, cfg)
+    if wasm == NOOP and isinstance(cfg, list):
+        noop_wasm(boot, cfg)
     # The module's secret is Envoy's own environment.
     e = proxy.Envoy(boot, timeout=timeout, prefix=prefix, env=BENCH_ENV)
     if e.proc.poll() is not None:
@@ -392,6 +417,12 @@ def instructions_table(counts, args):
     print(f"\n{BASE_NOTE}\n(a)/this: the share of (a)'s request rate left if time followed instructions. "
           "vs (b): each build's own (b),\n(b.so) for the module's rows. vs (h8): beyond Envoy's own "
           "header_mutation filter adding the same eight\nheaders, each row over its own (a).")
+    # (c) apart: the host calls it makes (the empty filter making them) and
+    # hookstamp's own work between them, in each build.
+    for c, r, n in [("c", "r", "n8"), ("c.so", "r.so", "n8.so")]:
+        if {c, r, n} <= counts.keys():
+            print(f"({c}): its host calls beyond the adds, ({r}) − ({n}), {counts[r] - counts[n]:.0f}; "
+                  f"hookstamp's own work, ({c}) − ({r}), {counts[c] - counts[r]:.0f}")
 
 
 def main():

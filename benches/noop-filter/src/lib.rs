@@ -1,19 +1,27 @@
 //! An empty proxy-wasm filter: every callback answers Continue (the SDK's
 //! defaults). Built with hookstamp's exports, it is the floor that any
-//! filter on this SDK pays in Envoy's V8, whatever it does. With a plugin
-//! configuration of `N`, it also adds N request headers per request, one
-//! host call each, as hookstamp adds its stamps: what those calls cost any
-//! filter. A configuration with the word `tick` in it also sets a tick
-//! period, as hookstamp does: what Envoy keeps for a configuration that
-//! ticks (tests/e2e/test_reload.py measures it). Built with the feature `crash` (target/crash.wasm, for the
-//! tests only), it aborts on a request with an `x-crash` header: a VM that
-//! fails, to test Envoy's failure policies with.
+//! filter on this SDK pays in Envoy's V8, whatever it does. Its plugin
+//! configuration says what else it does per request, one host call each,
+//! as hookstamp makes them (a word or a line each):
+//! - `N`: adds N request headers (`x-noop-header-<i>`), as hookstamp adds
+//!   its stamps: what those calls cost any filter;
+//! - `name: value`: adds that request header;
+//! - `read`: reads the request's header map, as hookstamp reads every
+//!   request's (and drops it unread: reading it is hookstamp's own work),
+//!   making none of the other calls where it finds no header;
+//! - `count NAME`: defines a counter, incremented once a request;
+//! - `why VALUE`: sets the property hookstamp sets for the access log;
+//! - `tick`: sets a tick period, as hookstamp does: what Envoy keeps for a
+//!   configuration that ticks (tests/e2e/test_reload.py measures it).
+//!
+//! The bench's (r) makes (c)'s calls: what the calls alone cost, beside
+//! hookstamp's own work in the VM. Built with the feature `crash`
+//! (target/crash.wasm, for the tests only), it aborts on a request with an
+//! `x-crash` header: a VM that fails, to test Envoy's failure policies
+//! with.
 //!
 //! Built natively (target/libnoop.so), it is the same floor for Envoy's
-//! dynamic modules: a filter object per stream whose every hook answers
-//! Continue, and with a filter configuration of `name: value` lines, those
-//! request headers added per request through the ABI, one call each, as
-//! hookstamp's module adds its stamps.
+//! dynamic modules, configured by the same lines (`module.rs`).
 
 #[cfg(not(target_arch = "wasm32"))]
 mod module;
@@ -22,20 +30,89 @@ mod module;
 mod filter {
     use proxy_wasm::hostcalls;
     use proxy_wasm::traits::{Context, HttpContext, RootContext};
-    use proxy_wasm::types::{Action, BufferType, ContextType, MapType};
+    use proxy_wasm::types::{Action, BufferType, ContextType, MapType, MetricType};
     use std::rc::Rc;
+
+    extern "C" {
+        // The raw calls, as hookstamp makes them (the SDK's own wrappers
+        // would copy each header and join the path).
+        fn proxy_get_header_map_pairs(map: u32, data: *mut *mut u8, size: *mut usize) -> u32;
+        fn proxy_set_property(
+            path: *const u8,
+            path_size: usize,
+            value: *const u8,
+            size: usize,
+        ) -> u32;
+    }
 
     proxy_wasm::main! {{
         proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-            Box::new(Root { names: Rc::new(Vec::new()) })
+            Box::new(Root { calls: Rc::new(Calls::default()) })
         });
     }}
 
     /// A value as long as a lane id.
     const VALUE: &str = "934b1a67e16c9f5bbe58f8aec60bcfd8";
 
+    /// The calls made per request (the crate's doc has the configuration).
+    #[derive(Default)]
+    struct Calls {
+        read: bool,
+        adds: Vec<(String, String)>,
+        counters: Vec<u32>,
+        why: Option<String>,
+    }
+
+    fn calls(text: &str) -> Calls {
+        let mut c = Calls::default();
+        for line in text.lines().map(str::trim) {
+            if let Some((name, value)) = line.split_once(": ") {
+                c.adds.push((name.to_owned(), value.to_owned()));
+                continue;
+            }
+            let mut words = line.split_whitespace().peekable();
+            while let Some(w) = words.next() {
+                match w {
+                    "read" => c.read = true,
+                    "tick" => {
+                        let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(100));
+                    }
+                    "count" => {
+                        let name = words.next().unwrap_or("noop_counter");
+                        if let Ok(id) = hostcalls::define_metric(MetricType::Counter, name) {
+                            c.counters.push(id);
+                        }
+                    }
+                    "why" => c.why = Some(words.by_ref().collect::<Vec<_>>().join(" ")),
+                    n => {
+                        let n: usize = n.parse().unwrap_or(0);
+                        c.adds.extend(
+                            (0..n).map(|i| (format!("x-noop-header-{i}"), VALUE.to_owned())),
+                        );
+                    }
+                }
+            }
+        }
+        c
+    }
+
+    /// Reads the request's header map and drops it; whether it had any.
+    fn read_headers() -> bool {
+        let (mut data, mut size) = (std::ptr::null_mut(), 0);
+        // SAFETY: the host writes the two out-parameters; a buffer it hands
+        // over is the SDK allocator's boxed slice of `size` bytes.
+        unsafe {
+            proxy_get_header_map_pairs(MapType::HttpRequestHeaders as u32, &mut data, &mut size);
+            if data.is_null() {
+                return false;
+            }
+            drop(Vec::from_raw_parts(data, size, size));
+        }
+        size > 4
+    }
+
     struct Root {
-        names: Rc<Vec<String>>,
+        calls: Rc<Calls>,
     }
 
     impl Context for Root {}
@@ -47,17 +124,13 @@ mod filter {
                 Ok(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
                 _ => String::new(),
             };
-            let n = text.trim().parse().unwrap_or(0);
-            if text.contains("tick") {
-                let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(100));
-            }
-            self.names = Rc::new((0..n).map(|i| format!("x-noop-header-{i}")).collect());
+            self.calls = Rc::new(calls(&text));
             true
         }
 
         fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
             Some(Box::new(Pass {
-                names: self.names.clone(),
+                calls: self.calls.clone(),
             }))
         }
 
@@ -67,7 +140,7 @@ mod filter {
     }
 
     struct Pass {
-        names: Rc<Vec<String>>,
+        calls: Rc<Calls>,
     }
 
     impl Context for Pass {}
@@ -78,8 +151,22 @@ mod filter {
             if let Ok(Some(_)) = hostcalls::get_map_value(MapType::HttpRequestHeaders, "x-crash") {
                 std::process::abort();
             }
-            for name in self.names.iter() {
-                let _ = hostcalls::add_map_value(MapType::HttpRequestHeaders, name, VALUE);
+            let c = &self.calls;
+            // A read that finds no headers makes no other call: the bench's
+            // test sees the others, so it sees the read taken.
+            if c.read && !read_headers() {
+                return Action::Continue;
+            }
+            for (name, value) in c.adds.iter() {
+                let _ = hostcalls::add_map_value(MapType::HttpRequestHeaders, name, value);
+            }
+            for id in c.counters.iter() {
+                let _ = hostcalls::increment_metric(*id, 1);
+            }
+            if let Some(why) = &c.why {
+                let path = "hookstamp_why";
+                // SAFETY: the host reads both within their lengths.
+                unsafe { proxy_set_property(path.as_ptr(), path.len(), why.as_ptr(), why.len()) };
             }
             Action::Continue
         }

@@ -1,5 +1,11 @@
 //! The empty dynamic module: Envoy's ABI (the version hookstamp's module is
-//! built against), every hook a no-op that answers Continue.
+//! built against), every hook a no-op that answers Continue. Its filter
+//! configuration's lines say what else it does per request, one ABI call
+//! each, as hookstamp's module makes them: `name: value` adds that header;
+//! `read` reads the request's header list (its views, unread), and makes
+//! none of the other calls where it finds none; `count NAME`
+//! defines a counter, incremented once a request; `why VALUE` sets the
+//! filter state hookstamp sets for the access log.
 
 use std::ffi::{c_char, c_void};
 
@@ -10,10 +16,46 @@ pub struct Buffer {
     length: usize,
 }
 
+/// `envoy_dynamic_module_type_envoy_http_header`: a header's views.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct View {
+    key: Buffer,
+    value: Buffer,
+}
+
 extern "C" {
     fn envoy_dynamic_module_callback_http_add_header(
         filter: *mut c_void,
         header_type: u32,
+        key: Buffer,
+        value: Buffer,
+    ) -> bool;
+    fn envoy_dynamic_module_callback_http_get_headers_size(
+        filter: *mut c_void,
+        header_type: u32,
+    ) -> usize;
+    fn envoy_dynamic_module_callback_http_get_headers(
+        filter: *mut c_void,
+        header_type: u32,
+        result: *mut View,
+    ) -> bool;
+    fn envoy_dynamic_module_callback_http_filter_config_define_counter(
+        config: *mut c_void,
+        name: Buffer,
+        label_names: *mut Buffer,
+        label_names_length: usize,
+        id: *mut usize,
+    ) -> u32;
+    fn envoy_dynamic_module_callback_http_filter_increment_counter(
+        filter: *mut c_void,
+        id: usize,
+        label_values: *mut Buffer,
+        label_values_length: usize,
+        value: u64,
+    ) -> u32;
+    fn envoy_dynamic_module_callback_http_set_filter_state_bytes(
+        filter: *mut c_void,
         key: Buffer,
         value: Buffer,
     ) -> bool;
@@ -31,13 +73,18 @@ pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const c_char {
     c"v0.2.0".as_ptr()
 }
 
-/// The headers to add, one `name: value` a line: the benchmark gives it
-/// the same eight stamps (h8) adds with Envoy's own filter, or none.
-type Headers = Vec<(Vec<u8>, Vec<u8>)>;
+/// The calls a request makes (the module's doc has the configuration).
+#[derive(Default)]
+struct Calls {
+    read: bool,
+    adds: Vec<(Vec<u8>, Vec<u8>)>,
+    counters: Vec<usize>,
+    why: Option<Vec<u8>>,
+}
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
-    _envoy: *mut c_void,
+    envoy: *mut c_void,
     _name: Buffer,
     config: Buffer,
 ) -> *const c_void {
@@ -46,18 +93,44 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
         // SAFETY: Envoy's buffer is valid during the call.
         false => unsafe { std::slice::from_raw_parts(config.ptr.cast::<u8>(), config.length) },
     };
-    let headers: Headers = String::from_utf8_lossy(text)
-        .lines()
-        .filter_map(|l| l.split_once(": "))
-        .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
-        .collect();
-    Box::into_raw(Box::new(headers)).cast()
+    let mut calls = Calls::default();
+    for line in String::from_utf8_lossy(text).lines().map(str::trim) {
+        match line.split_once(' ') {
+            _ if line == "read" => calls.read = true,
+            Some(("count", name)) => {
+                let mut id = 0;
+                // SAFETY: Envoy's configuration pointer, during config_new;
+                // it copies the name.
+                let r = unsafe {
+                    envoy_dynamic_module_callback_http_filter_config_define_counter(
+                        envoy,
+                        buffer(name.as_bytes()),
+                        std::ptr::null_mut(),
+                        0,
+                        &mut id,
+                    )
+                };
+                if r == 0 {
+                    calls.counters.push(id);
+                }
+            }
+            Some(("why", value)) => calls.why = Some(value.as_bytes().to_vec()),
+            _ => {
+                if let Some((n, v)) = line.split_once(": ") {
+                    calls
+                        .adds
+                        .push((n.as_bytes().to_vec(), v.as_bytes().to_vec()));
+                }
+            }
+        }
+    }
+    Box::into_raw(Box::new(calls)).cast()
 }
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(config: *const c_void) {
     // SAFETY: the pointer `config_new` returned, given back once.
-    drop(unsafe { Box::from_raw(config.cast_mut().cast::<Headers>()) });
+    drop(unsafe { Box::from_raw(config.cast_mut().cast::<Calls>()) });
 }
 
 /// A stream's filter is its configuration, borrowed: Envoy destroys a
@@ -77,14 +150,55 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     _end_of_stream: bool,
 ) -> u32 {
     // SAFETY: the configuration `filter_new` handed back, alive (above).
-    let headers = unsafe { &*filter.cast::<Headers>() };
-    for (name, value) in headers {
+    let calls = unsafe { &*filter.cast::<Calls>() };
+    // A read that finds no headers makes no other call: the bench's test
+    // sees the others, so it sees the read taken.
+    if calls.read && !read_headers(envoy) {
+        return 0;
+    }
+    for (name, value) in &calls.adds {
         // SAFETY: Envoy's filter pointer, during its hook.
         unsafe {
             envoy_dynamic_module_callback_http_add_header(envoy, 0, buffer(name), buffer(value))
         };
     }
+    for id in &calls.counters {
+        // SAFETY: as above; no labels.
+        unsafe {
+            envoy_dynamic_module_callback_http_filter_increment_counter(
+                envoy,
+                *id,
+                std::ptr::null_mut(),
+                0,
+                1,
+            )
+        };
+    }
+    if let Some(why) = &calls.why {
+        // SAFETY: as above; Envoy copies both.
+        unsafe {
+            envoy_dynamic_module_callback_http_set_filter_state_bytes(
+                envoy,
+                buffer(b"wasm.hookstamp_why"),
+                buffer(why),
+            )
+        };
+    }
     0
+}
+
+/// Reads the request's header list (its views, left unread); whether it
+/// had any.
+fn read_headers(envoy: *mut c_void) -> bool {
+    // SAFETY: Envoy's filter pointer, during its hook; the views are written
+    // into room for as many as it reported.
+    unsafe {
+        let n = envoy_dynamic_module_callback_http_get_headers_size(envoy, 0);
+        let mut room = [std::mem::MaybeUninit::<View>::uninit(); 24];
+        n > 0
+            && n <= room.len()
+            && envoy_dynamic_module_callback_http_get_headers(envoy, 0, room.as_mut_ptr().cast())
+    }
 }
 
 macro_rules! continue_hooks {

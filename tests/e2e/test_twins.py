@@ -1,0 +1,63 @@
+"""The bench's twins, (r) and (r.so): the empty filter making (c)'s host
+calls (benches/noop-filter). BENCHMARKS.md splits (c) into those calls and
+hookstamp's own work between them, so each twin is checked to make every
+call it stands for: the stamps added (read back by the access log), both
+counters counted, the access log's reason set. The header list's read
+shows in none of those, so a twin makes no other call where its read finds
+no header: the others seen are the read seen.
+"""
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+import bench_envoy
+import proxy
+
+
+def access_log(boot, path):
+    """Each request's stamps as the access log sees them, and the reason."""
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    fields = {k: f"%REQ({k})%" for k, _ in bench_envoy.STAMPS8}
+    fields["why"] = "%FILTER_STATE(wasm.hookstamp_why:PLAIN)%"
+    hcm["access_log"] = [{"name": "envoy.access_loggers.file", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+        "path": str(path), "log_format": {"json_format": fields}}}]
+
+
+@pytest.mark.parametrize("twin", ["r", "r.so"])
+def test_a_twin_makes_the_calls_of_c(twin, tmp_path, monkeypatch):
+    built = bench_envoy.NOOP_SO if twin.endswith(".so") else bench_envoy.NOOP
+    assert built.exists(), f"{built} is missing: make test builds it (make noop)"
+    assert "read" in bench_envoy.TWIN
+    log = tmp_path / "access.log"
+    real = proxy.bootstrap
+
+    def with_log(*a, **kw):
+        boot = real(*a, **kw)
+        access_log(boot, log)
+        return boot
+
+    monkeypatch.setattr(proxy, "bootstrap", with_log)
+    e, port = bench_envoy.start(twin)
+    try:
+        for _ in range(3):
+            status, _, _ = proxy.request(port, "POST", "/webhooks/github", bench_envoy.GH, b"{}")
+            assert status == 200
+        deadline = time.time() + 10
+        while time.time() < deadline and len(log.read_text().splitlines() if log.exists() else []) < 3:
+            time.sleep(0.1)
+        lines = [json.loads(x) for x in log.read_text().splitlines()]
+        assert len(lines) == 3
+        for line in lines:
+            assert {k: line[k] for k, _ in bench_envoy.STAMPS8} == dict(bench_envoy.STAMPS8)
+            assert line["why"] == "event-type=absent"
+        with urllib.request.urlopen(f"http://127.0.0.1:{e.admin}/stats?format=json", timeout=5) as r:
+            stats = {s["name"]: s.get("value") for s in json.load(r)["stats"] if "name" in s}
+        for counter in ("stamped", "event_type_missing"):
+            found = [v for n, v in stats.items() if n.endswith(counter)]
+            assert found == [3], (counter, {n: v for n, v in stats.items() if counter in n})
+    finally:
+        e.stop()
