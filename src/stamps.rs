@@ -269,4 +269,14 @@ mod tests {
         assert_eq!(values[2], id.as_str());
         assert_eq!(values[2].to_string(), id.to_string());
     }
+
+    #[test]
+    fn an_id_is_each_byte_in_lowercase_hex_in_order() {
+        for start in 0..=255u8 {
+            let id: [u8; 16] =
+                std::array::from_fn(|i| start.wrapping_add((i as u8).wrapping_mul(17)));
+            let want: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(Hex::of(&id).as_str(), want);
+        }
+    }
 }
