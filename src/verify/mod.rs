@@ -43,16 +43,16 @@ pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
     if !b.len().is_multiple_of(2) {
         return None;
     }
-    let mut out = Vec::with_capacity(b.len() / 2);
-    for pair in b.chunks_exact(2) {
+    // Written in place, not pushed: no check of room a byte.
+    let mut out = vec![0u8; b.len() / 2];
+    let mut bad = 0;
+    for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
         let hi = HEX_VALUE[usize::from(pair[0])];
         let lo = HEX_VALUE[usize::from(pair[1])];
-        if (hi | lo) > 0x0F {
-            return None;
-        }
-        out.push(hi << 4 | lo);
+        bad |= hi | lo;
+        *o = hi << 4 | lo;
     }
-    Some(out)
+    (bad <= 0x0F).then_some(out)
 }
 
 /// Each byte's value as a hex digit; 0xFF where it is none.

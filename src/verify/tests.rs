@@ -299,3 +299,21 @@ fn unhex_is_hex_decode() {
         }
     }
 }
+
+/// The comparison a word at a time tells equal from unequal at every
+/// length and every place a byte differs, as a byte at a time does.
+#[test]
+fn tags_compare_equal_only_when_every_byte_is() {
+    for len in 0..=70usize {
+        let a: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+        assert!(pending::ct_eq(&a, &a.clone()), "{len}");
+        for at in 0..len {
+            for flip in [0x01, 0x80, 0xFF] {
+                let mut b = a.clone();
+                b[at] ^= flip;
+                assert!(!pending::ct_eq(&a, &b), "{len} {at} {flip}");
+            }
+        }
+        assert!(!pending::ct_eq(&a, &a[..len.saturating_sub(1)]) || len == 0);
+    }
+}
