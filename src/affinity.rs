@@ -4,6 +4,7 @@
 //! and a provider's retries of one event, are committed on one node.
 
 use crate::lanes;
+use crate::stamps::Hex;
 
 /// Domain separation for the affinity hash; bump the version to change it.
 const AFFINITY_DOMAIN: &[u8] = b"hookstamp.affinity.v1\0";
@@ -50,10 +51,10 @@ const LANE_DOMAIN: &[u8] = b"hookstamp.affinity.v2\0";
 /// it), so without the tenant here every tenant's keyless lane of a
 /// multi-tenant source would land on one node; with it, tenants spread and
 /// each tenant's lane stays on one node.
-pub fn lane_hex(tenant: &str, lane_id: &[u8; 16]) -> crate::stamps::Hex {
+pub fn lane_hex(tenant: &str, lane_id: &[u8; 16]) -> Hex {
     // Tenants are checked to at most 64 bytes.
     let t = tenant.len() as u16;
-    lanes::hex(&lanes::id16(
+    Hex::of(&lanes::id16(
         LANE_DOMAIN,
         &[&t.to_be_bytes(), tenant.as_bytes()],
         Some(lane_id),
@@ -61,8 +62,8 @@ pub fn lane_hex(tenant: &str, lane_id: &[u8; 16]) -> crate::stamps::Hex {
 }
 
 /// `id` in lowercase hex, as stamped.
-pub fn hex(tenant: &str, source_id: &str, key: Option<&[u8]>) -> crate::stamps::Hex {
-    lanes::hex(&id(tenant, source_id, key))
+pub fn hex(tenant: &str, source_id: &str, key: Option<&[u8]>) -> Hex {
+    Hex::of(&id(tenant, source_id, key))
 }
 
 #[cfg(test)]

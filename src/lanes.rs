@@ -25,7 +25,7 @@ pub struct Lane {
     pub names: [String; 3],
     /// The keyless lane's id, lowercase hex: fixed per source and sink, so
     /// it is computed at load, not per request.
-    pub keyless_id: String,
+    pub keyless_id: stamps::Hex,
     /// The longest group the sink's broker takes (see `group_max`); a
     /// longer one is stamped hashed.
     pub group_max: Option<usize>,
@@ -147,16 +147,11 @@ impl Lane {
             sink,
             key,
             names: stamps::lane_names(sink),
-            keyless_id: hex(&lane_id(sink, source_id, None)).as_str().to_owned(),
+            keyless_id: stamps::Hex::of(&lane_id(sink, source_id, None)),
             group_max: None,
             group_scope: GroupScope::Key,
         }
     }
-}
-
-/// A lane id (or an affinity id) in lowercase hex, as it is stamped.
-pub fn hex(id: &[u8; 16]) -> stamps::Hex {
-    stamps::Hex::of(id)
 }
 
 /// The 16-byte lane id: the first 16 bytes of SHA-256 over
@@ -253,11 +248,11 @@ mod tests {
     #[test]
     fn vectors() {
         assert_eq!(
-            hex(&lane_id(0, "stripe", Some(b"cus_123"))),
+            stamps::Hex::of(&lane_id(0, "stripe", Some(b"cus_123"))),
             "934b1a67e16c9f5bbe58f8aec60bcfd8"
         );
         assert_eq!(
-            hex(&lane_id(1, "stripe", None)),
+            stamps::Hex::of(&lane_id(1, "stripe", None)),
             "3bff39f3de54769d9fb6c5ffaecf4db8"
         );
         assert_eq!(

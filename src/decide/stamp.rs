@@ -292,7 +292,8 @@ fn dedupe<'a>(m: &Making<'a, '_>, out: &mut Stamped<'a>) -> Option<Cow<'a, [u8]>
     };
     out.dedupe_key_hashed = raw.len() > MAX_DEDUPE_KEY;
     let k = key::cap(raw, MAX_DEDUPE_KEY);
-    let idem = idempotency_key(m.tenant, &m.src.id, &k);
+    // `<tenant>:<source_id>:<key>`, percent-encoded.
+    let idem = stamps::encode_joined(&[m.tenant.as_bytes(), m.src.id.as_bytes(), &k]);
     let h = &mut out.headers;
     h.push((stamps::DEDUPE_KEY, stamps::encode_key(&k).into()));
     h.push((stamps::DEDUPE_TTL_MS, Value::from(d.ttl_ms.as_str())));
@@ -332,7 +333,7 @@ fn lane_stamps<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) ->
         out.lane_groups_hashed.push(lane.sink);
     }
     let h = &mut out.headers;
-    h.push((id_name, Value::Id(lanes::hex(&raw_id))));
+    h.push((id_name, Value::Id(stamps::Hex::of(&raw_id))));
     h.push((key_name, encoded.into()));
     h.push((group_name, group.into()));
     Some(raw_id)
@@ -358,18 +359,8 @@ fn keyless_lane<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) {
     }
     // No key stamp: the group says keyless, and an empty value is one an
     // Envoy dynamic module cannot set (docs/keys.md).
-    out.headers
-        .push((id_name, Value::from(lane.keyless_id.as_str())));
+    out.headers.push((id_name, Value::Id(lane.keyless_id)));
     out.headers.push((group_name, group.into()));
-}
-
-/// `<tenant>:<source_id>:<key>`, percent-encoded.
-fn idempotency_key<'a>(tenant: &str, source_id: &str, key: &[u8]) -> Cow<'a, str> {
-    Cow::Owned(stamps::encode_joined(&[
-        tenant.as_bytes(),
-        source_id.as_bytes(),
-        key,
-    ]))
 }
 
 #[cfg(test)]
