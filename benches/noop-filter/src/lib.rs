@@ -26,6 +26,47 @@
 #[cfg(not(target_arch = "wasm32"))]
 mod module;
 
+/// A value as long as a lane id, for the `N` headers.
+const VALUE: &str = "934b1a67e16c9f5bbe58f8aec60bcfd8";
+
+/// What a request does, as its configuration says (above); both builds
+/// read it with `plan`, and each makes the calls its own way.
+#[derive(Default)]
+struct Plan {
+    read: bool,
+    adds: Vec<(String, String)>,
+    counters: Vec<String>,
+    why: Option<String>,
+    tick: bool,
+}
+
+fn plan(text: &str) -> Plan {
+    let mut p = Plan::default();
+    for line in text.lines().map(str::trim) {
+        if let Some((name, value)) = line.split_once(": ") {
+            p.adds.push((name.to_owned(), value.to_owned()));
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        while let Some(w) = words.next() {
+            match w {
+                "read" => p.read = true,
+                "tick" => p.tick = true,
+                "count" => p
+                    .counters
+                    .push(words.next().unwrap_or("noop_counter").to_owned()),
+                "why" => p.why = Some(words.by_ref().collect::<Vec<_>>().join(" ")),
+                n => {
+                    let n: usize = n.parse().unwrap_or(0);
+                    p.adds
+                        .extend((0..n).map(|i| (format!("x-noop-header-{i}"), VALUE.to_owned())));
+                }
+            }
+        }
+    }
+    p
+}
+
 #[cfg(target_arch = "wasm32")]
 mod filter {
     use proxy_wasm::hostcalls;
@@ -51,49 +92,11 @@ mod filter {
         });
     }}
 
-    /// A value as long as a lane id.
-    const VALUE: &str = "934b1a67e16c9f5bbe58f8aec60bcfd8";
-
-    /// The calls made per request (the crate's doc has the configuration).
+    /// The configuration's plan, its counters defined.
     #[derive(Default)]
     struct Calls {
-        read: bool,
-        adds: Vec<(String, String)>,
+        plan: super::Plan,
         counters: Vec<u32>,
-        why: Option<String>,
-    }
-
-    fn calls(text: &str) -> Calls {
-        let mut c = Calls::default();
-        for line in text.lines().map(str::trim) {
-            if let Some((name, value)) = line.split_once(": ") {
-                c.adds.push((name.to_owned(), value.to_owned()));
-                continue;
-            }
-            let mut words = line.split_whitespace().peekable();
-            while let Some(w) = words.next() {
-                match w {
-                    "read" => c.read = true,
-                    "tick" => {
-                        let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(100));
-                    }
-                    "count" => {
-                        let name = words.next().unwrap_or("noop_counter");
-                        if let Ok(id) = hostcalls::define_metric(MetricType::Counter, name) {
-                            c.counters.push(id);
-                        }
-                    }
-                    "why" => c.why = Some(words.by_ref().collect::<Vec<_>>().join(" ")),
-                    n => {
-                        let n: usize = n.parse().unwrap_or(0);
-                        c.adds.extend(
-                            (0..n).map(|i| (format!("x-noop-header-{i}"), VALUE.to_owned())),
-                        );
-                    }
-                }
-            }
-        }
-        c
     }
 
     /// Reads the request's header map and drops it; whether it had any.
@@ -124,7 +127,16 @@ mod filter {
                 Ok(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
                 _ => String::new(),
             };
-            self.calls = Rc::new(calls(&text));
+            let plan = super::plan(&text);
+            if plan.tick {
+                let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(100));
+            }
+            let counters = plan
+                .counters
+                .iter()
+                .filter_map(|name| hostcalls::define_metric(MetricType::Counter, name).ok())
+                .collect();
+            self.calls = Rc::new(Calls { plan, counters });
             true
         }
 
@@ -151,19 +163,19 @@ mod filter {
             if let Ok(Some(_)) = hostcalls::get_map_value(MapType::HttpRequestHeaders, "x-crash") {
                 std::process::abort();
             }
-            let c = &self.calls;
+            let (c, p) = (&self.calls, &self.calls.plan);
             // A read that finds no headers makes no other call: the bench's
             // test sees the others, so it sees the read taken.
-            if c.read && !read_headers() {
+            if p.read && !read_headers() {
                 return Action::Continue;
             }
-            for (name, value) in c.adds.iter() {
+            for (name, value) in p.adds.iter() {
                 let _ = hostcalls::add_map_value(MapType::HttpRequestHeaders, name, value);
             }
             for id in c.counters.iter() {
                 let _ = hostcalls::increment_metric(*id, 1);
             }
-            if let Some(why) = &c.why {
+            if let Some(why) = &p.why {
                 let path = "hookstamp_why";
                 // SAFETY: the host reads both within their lengths.
                 unsafe { proxy_set_property(path.as_ptr(), path.len(), why.as_ptr(), why.len()) };

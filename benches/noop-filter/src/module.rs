@@ -1,11 +1,9 @@
 //! The empty dynamic module: Envoy's ABI (the version hookstamp's module is
 //! built against), every hook a no-op that answers Continue. Its filter
-//! configuration's lines say what else it does per request, one ABI call
-//! each, as hookstamp's module makes them: `name: value` adds that header;
-//! `read` reads the request's header list (its views, unread), and makes
-//! none of the other calls where it finds none; `count NAME`
-//! defines a counter, incremented once a request; `why VALUE` sets the
-//! filter state hookstamp sets for the access log.
+//! configuration says what else it does per request, one ABI call each, as
+//! hookstamp's module makes them, in the lines the .wasm reads (the
+//! crate's doc): the header list's views read, headers added, counters
+//! incremented, the access log's filter state set.
 
 use std::ffi::{c_char, c_void};
 
@@ -73,13 +71,10 @@ pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const c_char {
     c"v0.2.0".as_ptr()
 }
 
-/// The calls a request makes (the module's doc has the configuration).
-#[derive(Default)]
+/// The configuration's plan, its counters defined.
 struct Calls {
-    read: bool,
-    adds: Vec<(Vec<u8>, Vec<u8>)>,
+    plan: crate::Plan,
     counters: Vec<usize>,
-    why: Option<Vec<u8>>,
 }
 
 #[no_mangle]
@@ -93,38 +88,27 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
         // SAFETY: Envoy's buffer is valid during the call.
         false => unsafe { std::slice::from_raw_parts(config.ptr.cast::<u8>(), config.length) },
     };
-    let mut calls = Calls::default();
-    for line in String::from_utf8_lossy(text).lines().map(str::trim) {
-        match line.split_once(' ') {
-            _ if line == "read" => calls.read = true,
-            Some(("count", name)) => {
-                let mut id = 0;
-                // SAFETY: Envoy's configuration pointer, during config_new;
-                // it copies the name.
-                let r = unsafe {
-                    envoy_dynamic_module_callback_http_filter_config_define_counter(
-                        envoy,
-                        buffer(name.as_bytes()),
-                        std::ptr::null_mut(),
-                        0,
-                        &mut id,
-                    )
-                };
-                if r == 0 {
-                    calls.counters.push(id);
-                }
-            }
-            Some(("why", value)) => calls.why = Some(value.as_bytes().to_vec()),
-            _ => {
-                if let Some((n, v)) = line.split_once(": ") {
-                    calls
-                        .adds
-                        .push((n.as_bytes().to_vec(), v.as_bytes().to_vec()));
-                }
-            }
-        }
-    }
-    Box::into_raw(Box::new(calls)).cast()
+    let plan = crate::plan(&String::from_utf8_lossy(text));
+    let counters = plan
+        .counters
+        .iter()
+        .filter_map(|name| {
+            let mut id = 0;
+            // SAFETY: Envoy's configuration pointer, during config_new; it
+            // copies the name.
+            let r = unsafe {
+                envoy_dynamic_module_callback_http_filter_config_define_counter(
+                    envoy,
+                    buffer(name.as_bytes()),
+                    std::ptr::null_mut(),
+                    0,
+                    &mut id,
+                )
+            };
+            (r == 0).then_some(id)
+        })
+        .collect();
+    Box::into_raw(Box::new(Calls { plan, counters })).cast()
 }
 
 #[no_mangle]
@@ -151,15 +135,21 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
 ) -> u32 {
     // SAFETY: the configuration `filter_new` handed back, alive (above).
     let calls = unsafe { &*filter.cast::<Calls>() };
+    let plan = &calls.plan;
     // A read that finds no headers makes no other call: the bench's test
     // sees the others, so it sees the read taken.
-    if calls.read && !read_headers(envoy) {
+    if plan.read && !read_headers(envoy) {
         return 0;
     }
-    for (name, value) in &calls.adds {
+    for (name, value) in &plan.adds {
         // SAFETY: Envoy's filter pointer, during its hook.
         unsafe {
-            envoy_dynamic_module_callback_http_add_header(envoy, 0, buffer(name), buffer(value))
+            envoy_dynamic_module_callback_http_add_header(
+                envoy,
+                0,
+                buffer(name.as_bytes()),
+                buffer(value.as_bytes()),
+            )
         };
     }
     for id in &calls.counters {
@@ -174,13 +164,13 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
             )
         };
     }
-    if let Some(why) = &calls.why {
+    if let Some(why) = &plan.why {
         // SAFETY: as above; Envoy copies both.
         unsafe {
             envoy_dynamic_module_callback_http_set_filter_state_bytes(
                 envoy,
                 buffer(b"wasm.hookstamp_why"),
-                buffer(why),
+                buffer(why.as_bytes()),
             )
         };
     }
