@@ -106,8 +106,8 @@ TWIN = ([f"{k}: {v}" for k, v in STAMPS8]
 ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no filter; plugin config)
     "a": (None, None),
     "h8": (HEADER_MUTATION, None),
-    "n": (NOOP, 0),
-    "n8": (NOOP, 8),
+    "n": (NOOP, []),
+    "n8": (NOOP, ["8"]),
     "r": (NOOP, TWIN),
     "b": (proxy.WASM, {"prefix": "/elsewhere", "sources": []}),
     "c": (proxy.WASM, GITHUB),
@@ -213,22 +213,18 @@ def header_mutation(boot):
             for k, v in STAMPS8]}}})
 
 
-def noop_module(boot, lines):
-    """The empty module in the dynamic-module filter's place, configured
+def noop(boot, lines, module):
+    """The empty filter, .wasm or module, in the filter's place, configured
     with what it does per request, a line each (`name: value` adds that
     header; benches/noop-filter has the rest)."""
     hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     typed = hcm["http_filters"][0]["typed_config"]
-    typed["dynamic_module_config"]["name"] = NOOP_SO.stem.removeprefix("lib")
-    typed["filter_config"]["value"] = "".join(f"{line}\n" for line in lines)
-
-
-def noop_wasm(boot, lines):
-    """The empty .wasm filter configured with lines, as `noop_module`'s
-    (its plugin configuration as they are, not JSON)."""
-    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    conf = hcm["http_filters"][0]["typed_config"]["config"]["configuration"]
-    conf["value"] = "".join(f"{line}\n" for line in lines)
+    text = "".join(f"{line}\n" for line in lines)
+    if module:
+        typed["dynamic_module_config"]["name"] = NOOP_SO.stem.removeprefix("lib")
+        typed["filter_config"]["value"] = text
+    else:
+        typed["config"]["configuration"]["value"] = text
 
 
 def start(name, prefix=(), timeout=30):
@@ -241,10 +237,8 @@ def start(name, prefix=(), timeout=30):
                            build="dynmod" if native else "wasm")
     if envoys_own:
         header_mutation(boot)
-    if wasm == NOOP_SO:
-        noop_module(boot, cfg)
-    if wasm == NOOP and isinstance(cfg, list):
-        noop_wasm(boot, cfg)
+    if wasm in (NOOP, NOOP_SO):
+        noop(boot, cfg, module=wasm == NOOP_SO)
     # The module's secret is Envoy's own environment.
     e = proxy.Envoy(boot, timeout=timeout, prefix=prefix, env=BENCH_ENV)
     if e.proc.poll() is not None:
