@@ -1,0 +1,367 @@
+//! SHA-256's compression, written out round by round, and the hash core
+//! around it that RustCrypto's `digest` and `hmac` drive (their buffering,
+//! padding and HMAC are theirs). The .wasm's SHA-256: Envoy's V8 compiles
+//! sha2's portable code, which keeps the state in four-lane arrays, to
+//! about 3 400 instructions a block, and this to about 2 300
+//! (BENCHMARKS.md). Natively ring's assembly is used; the tests hold this
+//! to it and to sha2 on any input.
+
+use hmac::digest::block_buffer::Eager;
+use hmac::digest::core_api::{
+    AlgorithmName, Block, BlockSizeUser, Buffer, BufferKindUser, CoreWrapper, FixedOutputCore,
+    OutputSizeUser, UpdateCore,
+};
+use hmac::digest::typenum::{U32, U64};
+use hmac::digest::{HashMarker, Output, Reset};
+
+/// The round constants (FIPS 180-4, 4.2.2).
+const K: [u32; 64] = [
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+];
+
+/// The initial hash value (FIPS 180-4, 5.3.3).
+const IV: [u32; 8] = [
+    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+];
+
+/// Σ1 (FIPS 180-4, 4.1.2): `e` rotated by 6, 11 and 25, as
+/// ((e ⋙ 14 ⊕ e) ⋙ 5 ⊕ e) ⋙ 6, each rotation of the last result: V8 copies
+/// a value for each rotation of `e` itself, and this form needs one copy.
+#[inline(always)]
+fn big_sigma1(e: u32) -> u32 {
+    (((e.rotate_right(14) ^ e).rotate_right(5)) ^ e).rotate_right(6)
+}
+
+/// Σ0: `a` rotated by 2, 13 and 22, in the same form.
+#[inline(always)]
+fn big_sigma0(a: u32) -> u32 {
+    (((a.rotate_right(9) ^ a).rotate_right(11)) ^ a).rotate_right(2)
+}
+
+/// One round; it gives a ⊕ b. The eight working variables are not moved:
+/// each round's caller names them one place further on, so only `d` and
+/// `h` change. Maj(a, b, c) is b ⊕ ((a ⊕ b) ∧ (b ⊕ c)), and this round's
+/// a ⊕ b is the next one's b ⊕ c (`$bc`): three operations, not four.
+macro_rules! round {
+    ($a:ident, $b:ident, $c:ident, $d:ident, $e:ident, $f:ident, $g:ident, $h:ident, $bc:ident, $wk:expr) => {{
+        let t1 = $h
+            .wrapping_add(big_sigma1($e))
+            .wrapping_add($g ^ ($e & ($f ^ $g)))
+            .wrapping_add($wk);
+        $d = $d.wrapping_add(t1);
+        let ab = $a ^ $b;
+        $h = t1
+            .wrapping_add(big_sigma0($a))
+            .wrapping_add($b ^ (ab & $bc));
+        ab
+    }};
+}
+
+/// Eight rounds over the state `$s`; `$wk(j)` gives the j-th one's word
+/// plus its constant. After eight, every name is back in its place.
+macro_rules! eight {
+    ($s:ident, $wk:ident, $o:expr) => {
+        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = $s;
+        let mut bc = b ^ c;
+        bc = round!(a, b, c, d, e, f, g, h, bc, $wk($o));
+        bc = round!(h, a, b, c, d, e, f, g, bc, $wk($o + 1));
+        bc = round!(g, h, a, b, c, d, e, f, bc, $wk($o + 2));
+        bc = round!(f, g, h, a, b, c, d, e, bc, $wk($o + 3));
+        bc = round!(e, f, g, h, a, b, c, d, bc, $wk($o + 4));
+        bc = round!(d, e, f, g, h, a, b, c, bc, $wk($o + 5));
+        bc = round!(c, d, e, f, g, h, a, b, bc, $wk($o + 6));
+        round!(b, c, d, e, f, g, h, a, bc, $wk($o + 7));
+        $s = [a, b, c, d, e, f, g, h];
+    };
+}
+
+/// Four message words, a vector's lanes: WebAssembly's 128-bit vectors in
+/// the .wasm (built with `simd128`), plain arrays elsewhere, so that the
+/// native tests run the same schedule.
+#[derive(Clone, Copy)]
+struct X4(
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))] v128,
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))] [u32; 4],
+);
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use core::arch::wasm32::*;
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl X4 {
+    /// Words `4i..4i+4` of the block, big-endian.
+    #[inline(always)]
+    fn load(b: &[u8; 64], i: usize) -> X4 {
+        let mut v = [0; 16];
+        v.copy_from_slice(&b[16 * i..16 * i + 16]);
+        let v = u8x16(
+            v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13],
+            v[14], v[15],
+        );
+        X4(i8x16_shuffle::<
+            3,
+            2,
+            1,
+            0,
+            7,
+            6,
+            5,
+            4,
+            11,
+            10,
+            9,
+            8,
+            15,
+            14,
+            13,
+            12,
+        >(v, v))
+    }
+    #[inline(always)]
+    fn add(self, o: X4) -> X4 {
+        X4(u32x4_add(self.0, o.0))
+    }
+    #[inline(always)]
+    fn xor(self, o: X4) -> X4 {
+        X4(v128_xor(self.0, o.0))
+    }
+    #[inline(always)]
+    fn shr(self, n: u32) -> X4 {
+        X4(u32x4_shr(self.0, n))
+    }
+    #[inline(always)]
+    fn rotr(self, n: u32) -> X4 {
+        X4(v128_or(u32x4_shr(self.0, n), u32x4_shl(self.0, 32 - n)))
+    }
+    /// Lanes 1, 2, 3 of `self` and lane 0 of `next`.
+    #[inline(always)]
+    fn then(self, next: X4) -> X4 {
+        X4(i32x4_shuffle::<1, 2, 3, 4>(self.0, next.0))
+    }
+    /// Lanes 0, 1, 0, 1.
+    #[inline(always)]
+    fn low2(self) -> X4 {
+        X4(i32x4_shuffle::<0, 1, 0, 1>(self.0, self.0))
+    }
+    /// Lanes 2, 3, 2, 3.
+    #[inline(always)]
+    fn high2(self) -> X4 {
+        X4(i32x4_shuffle::<2, 3, 2, 3>(self.0, self.0))
+    }
+    /// Lanes 0 and 1 of `self`, 2 and 3 of `high`.
+    #[inline(always)]
+    fn with_high(self, high: X4) -> X4 {
+        X4(i32x4_shuffle::<0, 1, 6, 7>(self.0, high.0))
+    }
+    /// The four words plus the round constants `k`.
+    #[inline(always)]
+    fn plus(self, k: &[u32; 4]) -> [u32; 4] {
+        let v = u32x4_add(self.0, u32x4(k[0], k[1], k[2], k[3]));
+        [
+            u32x4_extract_lane::<0>(v),
+            u32x4_extract_lane::<1>(v),
+            u32x4_extract_lane::<2>(v),
+            u32x4_extract_lane::<3>(v),
+        ]
+    }
+}
+
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+impl X4 {
+    #[inline(always)]
+    fn map(self, f: impl Fn(u32) -> u32) -> X4 {
+        X4(self.0.map(f))
+    }
+    #[inline(always)]
+    fn zip(self, o: X4, f: impl Fn(u32, u32) -> u32) -> X4 {
+        let [a, b, c, d] = self.0;
+        let [e, g, h, i] = o.0;
+        X4([f(a, e), f(b, g), f(c, h), f(d, i)])
+    }
+    fn load(b: &[u8; 64], i: usize) -> X4 {
+        let w = |j: usize| u32::from_be_bytes([b[j], b[j + 1], b[j + 2], b[j + 3]]);
+        X4([w(16 * i), w(16 * i + 4), w(16 * i + 8), w(16 * i + 12)])
+    }
+    fn add(self, o: X4) -> X4 {
+        self.zip(o, u32::wrapping_add)
+    }
+    fn xor(self, o: X4) -> X4 {
+        self.zip(o, |a, b| a ^ b)
+    }
+    fn shr(self, n: u32) -> X4 {
+        self.map(|a| a >> n)
+    }
+    fn rotr(self, n: u32) -> X4 {
+        self.map(|a| a.rotate_right(n))
+    }
+    fn then(self, next: X4) -> X4 {
+        let ([_, a, b, c], [d, ..]) = (self.0, next.0);
+        X4([a, b, c, d])
+    }
+    fn low2(self) -> X4 {
+        let [a, b, ..] = self.0;
+        X4([a, b, a, b])
+    }
+    fn high2(self) -> X4 {
+        let [.., c, d] = self.0;
+        X4([c, d, c, d])
+    }
+    fn with_high(self, high: X4) -> X4 {
+        let ([a, b, ..], [.., c, d]) = (self.0, high.0);
+        X4([a, b, c, d])
+    }
+    fn plus(self, k: &[u32; 4]) -> [u32; 4] {
+        self.add(X4(*k)).0
+    }
+}
+
+/// The message schedule's next four words, w[t..t+4], from w[t-16..],
+/// w[t-12..], w[t-8..] and w[t-4..]. σ1 needs w[t-2], so the four come
+/// two at a time.
+#[inline(always)]
+fn next4(w0: X4, w1: X4, w2: X4, w3: X4) -> X4 {
+    let w15 = w0.then(w1);
+    let s0 = w15.rotr(7).xor(w15.rotr(18)).xor(w15.shr(3));
+    let x = w0.add(w2.then(w3)).add(s0);
+    let s1 = |v: X4| v.rotr(17).xor(v.rotr(19)).xor(v.shr(10));
+    let low = x.add(s1(w3.high2()));
+    let high = x.add(s1(low.low2()));
+    low.with_high(high)
+}
+
+/// Sixteen rounds from `BASE`, the schedule's last sixteen words in `w`
+/// (past the first sixteen rounds, replaced by the next sixteen first).
+#[inline(always)]
+fn sixteen<const BASE: usize>(state: &mut [u32; 8], w: &mut [X4; 4]) {
+    if BASE > 0 {
+        w[0] = next4(w[0], w[1], w[2], w[3]);
+        w[1] = next4(w[1], w[2], w[3], w[0]);
+        w[2] = next4(w[2], w[3], w[0], w[1]);
+        w[3] = next4(w[3], w[0], w[1], w[2]);
+    }
+    let k = |i: usize| {
+        [
+            K[BASE + i],
+            K[BASE + i + 1],
+            K[BASE + i + 2],
+            K[BASE + i + 3],
+        ]
+    };
+    let wk = [
+        w[0].plus(&k(0)),
+        w[1].plus(&k(4)),
+        w[2].plus(&k(8)),
+        w[3].plus(&k(12)),
+    ];
+    let wk = |j: usize| wk[j / 4][j % 4];
+    let mut s = *state;
+    eight!(s, wk, 0);
+    eight!(s, wk, 8);
+    *state = s;
+}
+
+/// SHA-256's compression of one 64-byte block into `state` (`digest`'s
+/// blocks are 64 bytes by their type). Written out without loops: at
+/// opt-level "s" rustc keeps a loop's words in memory, and in V8 that
+/// cost half as much again.
+pub fn compress(state: &mut [u32; 8], block: &[u8]) {
+    let Ok(b) = <&[u8; 64]>::try_from(block) else {
+        return;
+    };
+    let mut w = [
+        X4::load(b, 0),
+        X4::load(b, 1),
+        X4::load(b, 2),
+        X4::load(b, 3),
+    ];
+    let mut s = *state;
+    sixteen::<0>(&mut s, &mut w);
+    sixteen::<16>(&mut s, &mut w);
+    sixteen::<32>(&mut s, &mut w);
+    sixteen::<48>(&mut s, &mut w);
+    let [a, b, c, d, e, f, g, h] = s;
+    let [sa, sb, sc, sd, se, sf, sg, sh] = state;
+    *sa = sa.wrapping_add(a);
+    *sb = sb.wrapping_add(b);
+    *sc = sc.wrapping_add(c);
+    *sd = sd.wrapping_add(d);
+    *se = se.wrapping_add(e);
+    *sf = sf.wrapping_add(f);
+    *sg = sg.wrapping_add(g);
+    *sh = sh.wrapping_add(h);
+}
+
+/// The hash core: the state and the blocks compressed so far; `digest`'s
+/// wrapper buffers the bytes between blocks.
+#[derive(Clone)]
+pub struct Core {
+    state: [u32; 8],
+    blocks: u64,
+}
+
+/// SHA-256 over `Core`, with `digest`'s `Digest` and `hmac`'s `Hmac`.
+pub type Sha256 = CoreWrapper<Core>;
+
+impl Default for Core {
+    fn default() -> Core {
+        Core {
+            state: IV,
+            blocks: 0,
+        }
+    }
+}
+
+impl HashMarker for Core {}
+
+impl BlockSizeUser for Core {
+    type BlockSize = U64;
+}
+
+impl BufferKindUser for Core {
+    type BufferKind = Eager;
+}
+
+impl OutputSizeUser for Core {
+    type OutputSize = U32;
+}
+
+impl UpdateCore for Core {
+    fn update_blocks(&mut self, blocks: &[Block<Self>]) {
+        self.blocks = self.blocks.wrapping_add(blocks.len() as u64);
+        for b in blocks {
+            compress(&mut self.state, b);
+        }
+    }
+}
+
+impl FixedOutputCore for Core {
+    fn finalize_fixed_core(&mut self, buffer: &mut Buffer<Self>, out: &mut Output<Self>) {
+        let bits = self
+            .blocks
+            .wrapping_mul(512)
+            .wrapping_add(8 * buffer.get_pos() as u64);
+        buffer.len64_padding_be(bits, |b| compress(&mut self.state, b));
+        for (o, v) in out.chunks_exact_mut(4).zip(self.state) {
+            o.copy_from_slice(&v.to_be_bytes());
+        }
+    }
+}
+
+impl Reset for Core {
+    fn reset(&mut self) {
+        *self = Core::default();
+    }
+}
+
+impl AlgorithmName for Core {
+    fn write_alg_name(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Sha256")
+    }
+}
