@@ -28,8 +28,18 @@ esac
 # hookstamp's .wasm uses WebAssembly's 128-bit vectors (SHA-256's message
 # schedule, src/sha256/block.rs); V8 has run them since 9.1. The empty
 # filter is built as it always was.
+# Panic locations name their files without this machine's paths: the
+# registry's and the toolchain's prefixes dropped (some 1.5 KiB of the
+# module, and the same bytes wherever it is built).
 flags=
-[ "$dir" = . ] && flags="-C target-feature=+simd128"
+if [ "$dir" = . ]; then
+  flags="-C target-feature=+simd128"
+  for src in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/; do
+    [ -d "$src" ] && flags="$flags --remap-path-prefix=$src="
+  done
+  commit=$(rustc -vV | sed -n 's/^commit-hash: //p')
+  [ -n "$commit" ] && flags="$flags --remap-path-prefix=/rustc/$commit/="
+fi
 if [ "${HOOKSTAMP_WASM_ROUTE:-}" != debian ] && rustup target list --installed 2>/dev/null | grep -qx "$target"; then
   (cd "$dir" && CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$flags" cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
   out=$dir/target/$target/wasm/$built

@@ -1,10 +1,11 @@
-//! SHA-256's compression, written out round by round, and the hash core
+//! SHA-256's compression, sixteen rounds written out, and the hash core
 //! around it that RustCrypto's `digest` and `hmac` drive (their buffering,
 //! padding and HMAC are theirs). The .wasm's SHA-256: Envoy's V8 compiles
-//! sha2's portable code, which keeps the state in four-lane arrays, to
-//! about 3 400 instructions a block, and this to about 2 300
-//! (BENCHMARKS.md). Natively ring's assembly is used; the tests hold this
-//! to it and to sha2 on any input.
+//! sha2's portable code (the state in four-lane arrays, each Σ's rotations
+//! of one value) to some 3 400 instructions a block; this takes a verified
+//! 1 KiB body's 18 blocks some 10 000 instructions fewer (BENCHMARKS.md).
+//! Natively ring's assembly is used; the tests hold this to sha2 on any
+//! input, and to Python's through Envoy.
 
 use hmac::digest::block_buffer::Eager;
 use hmac::digest::core_api::{
@@ -14,16 +15,28 @@ use hmac::digest::core_api::{
 use hmac::digest::typenum::{U32, U64};
 use hmac::digest::{HashMarker, Output, Reset};
 
-/// The round constants (FIPS 180-4, 4.2.2).
-const K: [u32; 64] = [
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+/// The round constants (FIPS 180-4, 4.2.2), sixteen rounds' a row.
+const K: [[u32; 16]; 4] = [
+    [
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174,
+    ],
+    [
+        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc,
+        0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+        0x06ca6351, 0x14292967,
+    ],
+    [
+        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e,
+        0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624,
+        0xf40e3585, 0x106aa070,
+    ],
+    [
+        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f,
+        0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb,
+        0xbef9a3f7, 0xc67178f2,
+    ],
 ];
 
 /// The initial hash value (FIPS 180-4, 5.3.3).
@@ -160,10 +173,14 @@ impl X4 {
     fn with_high(self, high: X4) -> X4 {
         X4(i32x4_shuffle::<0, 1, 6, 7>(self.0, high.0))
     }
-    /// The four words plus the round constants `k`.
+    /// Four round constants, `k[i..i + 4]`.
+    const fn k4(k: &[u32; 16], i: usize) -> X4 {
+        X4(u32x4(k[i], k[i + 1], k[i + 2], k[i + 3]))
+    }
+    /// The four words plus four round constants.
     #[inline(always)]
-    fn plus(self, k: &[u32; 4]) -> [u32; 4] {
-        let v = u32x4_add(self.0, u32x4(k[0], k[1], k[2], k[3]));
+    fn plus(self, k: X4) -> [u32; 4] {
+        let v = u32x4_add(self.0, k.0);
         [
             u32x4_extract_lane::<0>(v),
             u32x4_extract_lane::<1>(v),
@@ -217,9 +234,19 @@ impl X4 {
         let ([a, b, ..], [.., c, d]) = (self.0, high.0);
         X4([a, b, c, d])
     }
-    fn plus(self, k: &[u32; 4]) -> [u32; 4] {
-        self.add(X4(*k)).0
+    const fn k4(k: &[u32; 16], i: usize) -> X4 {
+        X4([k[i], k[i + 1], k[i + 2], k[i + 3]])
     }
+    fn plus(self, k: X4) -> [u32; 4] {
+        self.add(k).0
+    }
+}
+
+/// The round constants four a vector, made at compile time: a load each.
+const KX4: [[X4; 4]; 4] = [row(&K[0]), row(&K[1]), row(&K[2]), row(&K[3])];
+
+const fn row(k: &[u32; 16]) -> [X4; 4] {
+    [X4::k4(k, 0), X4::k4(k, 4), X4::k4(k, 8), X4::k4(k, 12)]
 }
 
 /// The message schedule's next four words, w[t..t+4], from w[t-16..],
@@ -236,29 +263,22 @@ fn next4(w0: X4, w1: X4, w2: X4, w3: X4) -> X4 {
     low.with_high(high)
 }
 
-/// Sixteen rounds from `BASE`, the schedule's last sixteen words in `w`
-/// (past the first sixteen rounds, replaced by the next sixteen first).
+/// Sixteen rounds with the constants `k`, the schedule's last sixteen
+/// words in `w` (after the first sixteen rounds, `next` replaces them with
+/// the next sixteen first).
 #[inline(always)]
-fn sixteen<const BASE: usize>(state: &mut [u32; 8], w: &mut [X4; 4]) {
-    if BASE > 0 {
+fn sixteen(state: &mut [u32; 8], w: &mut [X4; 4], k: &[X4; 4], next: bool) {
+    if next {
         w[0] = next4(w[0], w[1], w[2], w[3]);
         w[1] = next4(w[1], w[2], w[3], w[0]);
         w[2] = next4(w[2], w[3], w[0], w[1]);
         w[3] = next4(w[3], w[0], w[1], w[2]);
     }
-    let k = |i: usize| {
-        [
-            K[BASE + i],
-            K[BASE + i + 1],
-            K[BASE + i + 2],
-            K[BASE + i + 3],
-        ]
-    };
     let wk = [
-        w[0].plus(&k(0)),
-        w[1].plus(&k(4)),
-        w[2].plus(&k(8)),
-        w[3].plus(&k(12)),
+        w[0].plus(k[0]),
+        w[1].plus(k[1]),
+        w[2].plus(k[2]),
+        w[3].plus(k[3]),
     ];
     let wk = |j: usize| wk[j / 4][j % 4];
     let mut s = *state;
@@ -268,9 +288,11 @@ fn sixteen<const BASE: usize>(state: &mut [u32; 8], w: &mut [X4; 4]) {
 }
 
 /// SHA-256's compression of one 64-byte block into `state` (`digest`'s
-/// blocks are 64 bytes by their type). Written out without loops: at
-/// opt-level "s" rustc keeps a loop's words in memory, and in V8 that
-/// cost half as much again.
+/// blocks are 64 bytes by their type). The words are loaded without a
+/// loop: at opt-level "s" rustc kept a loop's words in memory, and in V8
+/// that cost half as much again. The rounds loop over four groups of
+/// sixteen: written out whole, they were 5.7 KiB more of .wasm for some
+/// 100 instructions a block.
 pub fn compress(state: &mut [u32; 8], block: &[u8]) {
     let Ok(b) = <&[u8; 64]>::try_from(block) else {
         return;
@@ -282,10 +304,9 @@ pub fn compress(state: &mut [u32; 8], block: &[u8]) {
         X4::load(b, 3),
     ];
     let mut s = *state;
-    sixteen::<0>(&mut s, &mut w);
-    sixteen::<16>(&mut s, &mut w);
-    sixteen::<32>(&mut s, &mut w);
-    sixteen::<48>(&mut s, &mut w);
+    for (i, k) in KX4.iter().enumerate() {
+        sixteen(&mut s, &mut w, k, i > 0);
+    }
     let [a, b, c, d, e, f, g, h] = s;
     let [sa, sb, sc, sd, se, sf, sg, sh] = state;
     *sa = sa.wrapping_add(a);
