@@ -103,12 +103,19 @@ HEADER_MUTATION = "header_mutation"  # (h8): Envoy's header_mutation filter adds
 # calls alone cost, apart from hookstamp's own work between them.
 TWIN = ([f"{k}: {v}" for k, v in STAMPS8]
         + ["read", "count stamped", "count event_type_missing", "why event-type=absent"])
+# (xed), (xed.so): the empty filter verifying one Ed25519 signature over as
+# many bytes as (ved) signs (its id, timestamp and 1 KiB body), with
+# hookstamp's crate and features: what the check alone costs, the floor
+# under (ved) − (d).
+ED_SIGNED = len(b"msg_bench_1.1700000000.") + 1024
+CHECK = [f"ed25519 {ED_SIGNED}"]
 ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no filter; plugin config)
     "a": (None, None),
     "h8": (HEADER_MUTATION, None),
     "n": (NOOP, []),
     "n8": (NOOP, ["8"]),
     "r": (NOOP, TWIN),
+    "xed": (NOOP, CHECK),
     "b": (proxy.WASM, {"prefix": "/elsewhere", "sources": []}),
     "c": (proxy.WASM, GITHUB),
     "c+": (proxy.WASM, dict(GITHUB, affinity=True)),
@@ -120,7 +127,7 @@ ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no fi
 # The same configurations with the dynamic module.
 ENVOYS.update({f"{n}.so": (proxy.SO, ENVOYS[n][1]) for n in ["b", "c", "c+", "d", "v", "ved", "vs"]})
 ENVOYS.update({"n.so": (NOOP_SO, []), "n8.so": (NOOP_SO, [f"{k}: {v}" for k, v in STAMPS8]),
-               "r.so": (NOOP_SO, TWIN)})
+               "r.so": (NOOP_SO, TWIN), "xed.so": (NOOP_SO, CHECK)})
 
 
 BENCH_ENV = {"STRIPE_WHSEC": STRIPE_SECRET, "SW_SECRET": SW_SECRET, "SW_PUBLIC_KEY": ed_public_key()}
@@ -169,6 +176,7 @@ CASES = [  # label, description, envoy, path, headers, body
     ("n", "empty wasm filter", "n", "/webhooks/github", GH, b"{}"),
     ("n8", "empty + 8 header adds", "n8", "/webhooks/github", GH, b"{}"),
     ("r", "empty + (c)'s host calls", "r", "/webhooks/github", GH, b"{}"),
+    ("xed", "empty + one Ed25519 check", "xed", "/webhooks/github", GH, b"{}"),
     ("b", "hookstamp, no sources", "b", "/webhooks/github", GH, b"{}"),
     ("c", "github header source", "c", "/webhooks/github", GH, b"{}"),
     ("c+", "(c) + affinity stamp", "c+", "/webhooks/github", GH, b"{}"),
@@ -181,7 +189,8 @@ CASES = [  # label, description, envoy, path, headers, body
 ]
 CASES += [("n.so", "empty module", "n.so", "/webhooks/github", GH, b"{}"),
           ("n8.so", "empty module + 8 header adds", "n8.so", "/webhooks/github", GH, b"{}"),
-          ("r.so", "empty module + (c)'s calls", "r.so", "/webhooks/github", GH, b"{}")]
+          ("r.so", "empty module + (c)'s calls", "r.so", "/webhooks/github", GH, b"{}"),
+          ("xed.so", "empty module + one Ed25519 check", "xed.so", "/webhooks/github", GH, b"{}")]
 CASES += [(c[0] + ".so", "module: " + c[1].replace("hookstamp, ", ""), c[2] + ".so", *c[3:])
           for c in CASES if c[0] in ("b", "c", "c+", "d", "e", "v", "ved", "vs")]
 # What each case is compared with as "(a)": Envoy without a filter, given
@@ -417,6 +426,12 @@ def instructions_table(counts, args):
         if {c, r, n} <= counts.keys():
             print(f"({c}): its host calls beyond the adds, ({r}) − ({n}), {counts[r] - counts[n]:.0f}; "
                   f"hookstamp's own work, ({c}) − ({r}), {counts[c] - counts[r]:.0f}")
+    # (ved) apart: one Ed25519 check alone (the empty filter making it), and
+    # the rest of (ved) over (d).
+    for v, x, n, d in [("ved", "xed", "n", "d"), ("ved.so", "xed.so", "n.so", "d.so")]:
+        if {v, x, n, d} <= counts.keys():
+            print(f"({v}) − ({d}), {counts[v] - counts[d]:.0f}: the check alone, ({x}) − ({n}), "
+                  f"{counts[x] - counts[n]:.0f}; the rest {counts[v] - counts[d] - counts[x] + counts[n]:.0f}")
 
 
 def main():

@@ -61,3 +61,24 @@ def test_a_twin_makes_the_calls_of_c(twin, tmp_path, monkeypatch):
             assert found == [3], (counter, {n: v for n, v in stats.items() if counter in n})
     finally:
         e.stop()
+
+
+@pytest.mark.parametrize("twin", ["xed", "xed.so"])
+def test_the_check_twin_verifies_every_request(twin, monkeypatch):
+    """(xed), (xed.so): the empty filter's one Ed25519 check a request,
+    the floor under (ved) − (d). Each request is served after its check
+    passes; given a signature that fails (`ed25519 N wrong`), the twin
+    aborts on its first request, so the check is made."""
+    assert bench_envoy.CHECK == [f"ed25519 {bench_envoy.ED_SIGNED}"]
+    for lines, served in [(bench_envoy.CHECK, True), ([bench_envoy.CHECK[0] + " wrong"], False)]:
+        monkeypatch.setitem(bench_envoy.ENVOYS, twin, (bench_envoy.ENVOYS[twin][0], lines))
+        e, port = bench_envoy.start(twin)
+        try:
+            for _ in range(1 if not served else 3):
+                try:
+                    status = proxy.request(port, "POST", "/webhooks/github", bench_envoy.GH, b"{}")[0]
+                except OSError:
+                    status = None  # the module's abort takes Envoy down with it
+                assert (status == 200) == served, (lines, status)
+        finally:
+            e.stop()

@@ -12,7 +12,12 @@
 //! - `count NAME`: defines a counter, incremented once a request;
 //! - `why VALUE`: sets the property hookstamp sets for the access log;
 //! - `tick`: sets a tick period, as hookstamp does: what Envoy keeps for a
-//!   configuration that ticks (tests/e2e/test_reload.py measures it).
+//!   configuration that ticks (tests/e2e/test_reload.py measures it);
+//! - `ed25519 N` (`ed25519 N wrong`: a signature that fails): verifies one
+//!   Ed25519 signature over N bytes a request,
+//!   with the crate, features and opt-levels hookstamp's builds use, the key
+//!   decompressed at load as hookstamp's is: what the check itself costs in
+//!   the host's code. A verification that fails aborts (the bench sees it).
 //!
 //! The bench's (r) makes (c)'s calls: what the calls alone cost, beside
 //! hookstamp's own work in the VM. Built with the feature `crash`
@@ -38,6 +43,44 @@ struct Plan {
     counters: Vec<String>,
     why: Option<String>,
     tick: bool,
+    ed25519: Option<Ed25519>,
+}
+
+/// A signature to verify a request, made at load.
+struct Ed25519 {
+    key: ed25519_dalek::VerifyingKey,
+    signature: ed25519_dalek::Signature,
+    message: Vec<u8>,
+}
+
+impl Ed25519 {
+    /// `wrong`: the signature made over another message (the tests' check
+    /// that the verification runs: every request aborts).
+    fn new(n: usize, wrong: bool) -> Ed25519 {
+        use ed25519_dalek::Signer as _;
+        let signing = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let mut message = vec![b'x'; n];
+        let signature = signing.sign(&message);
+        if wrong {
+            message.push(b'x');
+        }
+        Ed25519 {
+            key: signing.verifying_key(),
+            signature,
+            message,
+        }
+    }
+
+    /// As hookstamp checks a streamed body: the verifier fed the message.
+    fn verify(&self) {
+        let ok = self.key.verify_stream(&self.signature).is_ok_and(|mut v| {
+            v.update(std::hint::black_box(&self.message));
+            v.finalize_and_verify().is_ok()
+        });
+        if !ok {
+            std::process::abort();
+        }
+    }
 }
 
 fn plan(text: &str) -> Plan {
@@ -52,6 +95,11 @@ fn plan(text: &str) -> Plan {
             match w {
                 "read" => p.read = true,
                 "tick" => p.tick = true,
+                "ed25519" => {
+                    let n = words.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+                    let wrong = words.next() == Some("wrong");
+                    p.ed25519 = Some(Ed25519::new(n, wrong));
+                }
                 "count" => p
                     .counters
                     .push(words.next().unwrap_or("noop_counter").to_owned()),
@@ -168,6 +216,9 @@ mod filter {
             // test sees the others, so it sees the read taken.
             if p.read && !read_headers() {
                 return Action::Continue;
+            }
+            if let Some(ed) = &p.ed25519 {
+                ed.verify();
             }
             for (name, value) in p.adds.iter() {
                 let _ = hostcalls::add_map_value(MapType::HttpRequestHeaders, name, value);

@@ -141,6 +141,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     if plan.read && !read_headers(envoy) {
         return 0;
     }
+    if let Some(ed) = &plan.ed25519 {
+        ed.verify();
+    }
     for (name, value) in &plan.adds {
         // SAFETY: Envoy's filter pointer, during its hook.
         unsafe {
