@@ -17,7 +17,7 @@ fn ends_run_at(c: u8) -> bool {
 /// each byte's high bit (the bit trick for "has a zero byte" / "has a byte
 /// less than n"). The lowest flagged byte is exact: a borrow only flags a
 /// byte above one that ends the run itself.
-#[cfg(any(test, not(target_arch = "x86_64")))]
+#[cfg(any(test, not(any(target_arch = "x86_64", target_feature = "simd128"))))]
 #[inline]
 pub(super) fn ends_run(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
@@ -29,15 +29,16 @@ pub(super) fn ends_run(w: u64) -> u64 {
     (quote | backslash | control | w) & HIGH
 }
 
-/// Where the first byte of `chunk` that ends a run is, if one does: SSE2
-/// on x86_64, two words' bit tricks elsewhere (the .wasm).
+/// Where the first byte of `chunk` that ends a run is, if one does: all
+/// sixteen compared at once with SSE2 on x86_64 and with WebAssembly's
+/// vectors in the .wasm; elsewhere two words' bit tricks.
 #[inline]
 pub(super) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
-    #[cfg(target_arch = "x86_64")]
-    let m = ends_sse2(chunk);
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(target_arch = "x86_64", target_feature = "simd128"))]
+    let m = ends16(chunk);
+    #[cfg(not(any(target_arch = "x86_64", target_feature = "simd128")))]
     return first_end_words(chunk);
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_feature = "simd128"))]
     (m != 0).then(|| m.trailing_zeros() as usize)
 }
 
@@ -45,19 +46,19 @@ pub(super) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
 /// with one test for the four sixteens).
 #[inline]
 pub(super) fn any_end(block: &[u8; 64]) -> bool {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_feature = "simd128"))]
     return block
         .as_chunks::<16>()
         .0
         .iter()
-        .fold(0, |m, c| m | ends_sse2(c))
+        .fold(0, |m, c| m | ends16(c))
         != 0;
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_feature = "simd128")))]
     return any_end_words(block);
 }
 
 /// `first_end` a word at a time.
-#[cfg(any(test, not(target_arch = "x86_64")))]
+#[cfg(any(test, not(any(target_arch = "x86_64", target_feature = "simd128"))))]
 #[inline]
 pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
     let [a, b] = chunk.as_chunks::<8>().0 else {
@@ -72,7 +73,7 @@ pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
 }
 
 /// `any_end` a word at a time.
-#[cfg(any(test, not(target_arch = "x86_64")))]
+#[cfg(any(test, not(any(target_arch = "x86_64", target_feature = "simd128"))))]
 #[inline]
 pub(super) fn any_end_words(block: &[u8; 64]) -> bool {
     let words = block.as_chunks::<8>().0.iter();
@@ -83,7 +84,7 @@ pub(super) fn any_end_words(block: &[u8; 64]) -> bool {
 /// with SSE2, part of every x86_64 CPU: all sixteen compared at once.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn ends_sse2(chunk: &[u8; 16]) -> u32 {
+fn ends16(chunk: &[u8; 16]) -> u32 {
     use std::arch::x86_64::{
         _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
         _mm_set1_epi8,
@@ -100,6 +101,24 @@ fn ends_sse2(chunk: &[u8; 16]) -> u32 {
         _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), other))
     };
     mask as u32
+}
+
+/// The same with WebAssembly's 128-bit vectors (the .wasm is built with
+/// them; V8 gives each operation its SSE instruction).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[inline]
+fn ends16(chunk: &[u8; 16]) -> u32 {
+    use core::arch::wasm32::{
+        i8x16_bitmask, i8x16_eq, i8x16_lt, i8x16_splat, v128, v128_load, v128_or,
+    };
+    // SAFETY: the load reads the sixteen bytes `chunk` borrows; WebAssembly
+    // loads need no alignment.
+    let v = unsafe { v128_load(chunk.as_ptr().cast::<v128>()) };
+    let quote = i8x16_eq(v, i8x16_splat(b'"' as i8));
+    let backslash = i8x16_eq(v, i8x16_splat(b'\\' as i8));
+    // Signed: below 0x20, or 0x80 and above (negative as i8).
+    let other = i8x16_lt(v, i8x16_splat(0x20));
+    u32::from(i8x16_bitmask(v128_or(v128_or(quote, backslash), other)))
 }
 
 /// The length of the UTF-8 character `b` starts with, or `None` where it
