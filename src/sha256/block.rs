@@ -15,28 +15,16 @@ use hmac::digest::core_api::{
 use hmac::digest::typenum::{U32, U64};
 use hmac::digest::{HashMarker, Output, Reset};
 
-/// The round constants (FIPS 180-4, 4.2.2), sixteen rounds' a row.
-const K: [[u32; 16]; 4] = [
-    [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-        0x9bdc06a7, 0xc19bf174,
-    ],
-    [
-        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc,
-        0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
-        0x06ca6351, 0x14292967,
-    ],
-    [
-        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e,
-        0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624,
-        0xf40e3585, 0x106aa070,
-    ],
-    [
-        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f,
-        0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb,
-        0xbef9a3f7, 0xc67178f2,
-    ],
+/// The round constants (FIPS 180-4, 4.2.2).
+const K: [u32; 64] = [
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 ];
 
 /// The initial hash value (FIPS 180-4, 5.3.3).
@@ -173,9 +161,9 @@ impl X4 {
     fn with_high(self, high: X4) -> X4 {
         X4(i32x4_shuffle::<0, 1, 6, 7>(self.0, high.0))
     }
-    /// Four round constants, `k[i..i + 4]`.
-    const fn k4(k: &[u32; 16], i: usize) -> X4 {
-        X4(u32x4(k[i], k[i + 1], k[i + 2], k[i + 3]))
+    /// Four round constants, `K[i..i + 4]`.
+    const fn k4(i: usize) -> X4 {
+        X4(u32x4(K[i], K[i + 1], K[i + 2], K[i + 3]))
     }
     /// The four words plus four round constants.
     #[inline(always)]
@@ -234,8 +222,8 @@ impl X4 {
         let ([a, b, ..], [.., c, d]) = (self.0, high.0);
         X4([a, b, c, d])
     }
-    const fn k4(k: &[u32; 16], i: usize) -> X4 {
-        X4([k[i], k[i + 1], k[i + 2], k[i + 3]])
+    const fn k4(i: usize) -> X4 {
+        X4([K[i], K[i + 1], K[i + 2], K[i + 3]])
     }
     fn plus(self, k: X4) -> [u32; 4] {
         self.add(k).0
@@ -243,10 +231,11 @@ impl X4 {
 }
 
 /// The round constants four a vector, made at compile time: a load each.
-const KX4: [[X4; 4]; 4] = [row(&K[0]), row(&K[1]), row(&K[2]), row(&K[3])];
+const KX4: [[X4; 4]; 4] = [row(0), row(16), row(32), row(48)];
 
-const fn row(k: &[u32; 16]) -> [X4; 4] {
-    [X4::k4(k, 0), X4::k4(k, 4), X4::k4(k, 8), X4::k4(k, 12)]
+/// Sixteen rounds' constants from `at`.
+const fn row(at: usize) -> [X4; 4] {
+    [X4::k4(at), X4::k4(at + 4), X4::k4(at + 8), X4::k4(at + 12)]
 }
 
 /// The message schedule's next four words, w[t..t+4], from w[t-16..],
