@@ -276,16 +276,12 @@ fn sixteen(state: &mut [u32; 8], w: &mut [X4; 4], k: &[X4; 4], next: bool) {
     *state = s;
 }
 
-/// SHA-256's compression of one 64-byte block into `state` (`digest`'s
-/// blocks are 64 bytes by their type). The words are loaded without a
-/// loop: at opt-level "s" rustc kept a loop's words in memory, and in V8
-/// that cost half as much again. The rounds loop over four groups of
-/// sixteen: written out whole, they were 5.7 KiB more of .wasm for some
-/// 100 instructions a block.
-pub fn compress(state: &mut [u32; 8], block: &[u8]) {
-    let Ok(b) = <&[u8; 64]>::try_from(block) else {
-        return;
-    };
+/// SHA-256's compression of one 64-byte block into `state`. The words
+/// are loaded without a loop: at opt-level "s" rustc kept a loop's words
+/// in memory, and in V8 that cost half as much again. The rounds loop over
+/// four groups of sixteen: written out whole, they were 5.7 KiB more of
+/// .wasm for some 100 instructions a block.
+pub fn compress(state: &mut [u32; 8], b: &[u8; 64]) {
     let mut w = [
         X4::load(b, 0),
         X4::load(b, 1),
@@ -346,7 +342,7 @@ impl UpdateCore for Core {
     fn update_blocks(&mut self, blocks: &[Block<Self>]) {
         self.blocks = self.blocks.wrapping_add(blocks.len() as u64);
         for b in blocks {
-            compress(&mut self.state, b);
+            compress(&mut self.state, b.as_ref());
         }
     }
 }
@@ -357,7 +353,7 @@ impl FixedOutputCore for Core {
             .blocks
             .wrapping_mul(512)
             .wrapping_add(8 * buffer.get_pos() as u64);
-        buffer.len64_padding_be(bits, |b| compress(&mut self.state, b));
+        buffer.len64_padding_be(bits, |b| compress(&mut self.state, b.as_ref()));
         for (o, v) in out.chunks_exact_mut(4).zip(self.state) {
             o.copy_from_slice(&v.to_be_bytes());
         }
