@@ -34,6 +34,9 @@ esac
 flags=
 if [ "$dir" = . ]; then
   flags="-C target-feature=+simd128"
+  # The registry's sources are where the remapping looks: fetched first,
+  # so a fresh machine's first build drops them as every later one does.
+  cargo fetch --quiet
   for src in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/; do
     [ -d "$src" ] && flags="$flags --remap-path-prefix=$src="
   done
