@@ -25,18 +25,28 @@ case "$cmd" in
   noop) cmd=build dir=benches/noop-filter built=noop_filter.wasm name=noop.wasm ;;
   crash) cmd=build dir=benches/noop-filter built=noop_filter.wasm name=crash.wasm extra=(--features crash) ;;
 esac
+debian=
+if [ "${HOOKSTAMP_WASM_ROUTE:-}" = debian ] || ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+  debian=1
+fi
 # hookstamp's .wasm uses WebAssembly's 128-bit vectors (SHA-256's message
-# schedule, src/sha256/block.rs); V8 has run them since 9.1. The empty
-# filter is built as it always was.
-# Panic locations name the registry's files without this machine's path
-# to the registry (1 KiB of the module, and the same bytes wherever it is
-# built; std's own locations come with std, already built).
+# schedule, src/sha256/block.rs; the JSON scan's sixteen bytes at once);
+# V8 has run them since 9.1. Its panic locations name the registry's files
+# without this machine's path to the registry (1 KiB of the module, and
+# the same bytes wherever it is built). The flags go in RUSTFLAGS after
+# the caller's own: where RUSTFLAGS is set cargo reads no other flags. The
+# empty filter is built as it always was.
 flags=
 if [ "$dir" = . ]; then
+  if [ -n "${CARGO_ENCODED_RUSTFLAGS:-}" ]; then
+    echo "build-wasm.sh: CARGO_ENCODED_RUSTFLAGS would replace the .wasm's own flags (-C target-feature=+simd128): unset it" >&2
+    exit 1
+  fi
   flags="-C target-feature=+simd128"
   # The registry's sources are where the remapping looks: fetched first,
-  # so a fresh machine's first build drops them as every later one does.
-  cargo fetch --quiet
+  # by the cargo that builds, so a fresh machine's first build drops them
+  # as every later one does.
+  if [ -n "$debian" ]; then PATH=/usr/bin:$PATH /usr/bin/cargo fetch --quiet; else cargo fetch --quiet; fi
   for src in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/; do
     # Cargo splits these flags at whitespace: a path with a space keeps
     # its name in the module rather than breaking the build.
@@ -44,15 +54,19 @@ if [ "$dir" = . ]; then
     [ -d "$src" ] && flags="$flags --remap-path-prefix=$src="
   done
 fi
-if [ "${HOOKSTAMP_WASM_ROUTE:-}" != debian ] && rustup target list --installed 2>/dev/null | grep -qx "$target"; then
-  (cd "$dir" && CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$flags" cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
+if [ -z "$debian" ]; then
+  if [ -n "$flags" ]; then
+    (cd "$dir" && RUSTFLAGS="${RUSTFLAGS:-} $flags" cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
+  else
+    (cd "$dir" && cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
+  fi
   out=$dir/target/$target/wasm/$built
 else
   # Separate target dir: another rustc must not invalidate the native build.
   (cd "$dir" && PATH=/usr/bin:$PATH RUSTC_BOOTSTRAP=1 \
     CARGO_TARGET_DIR=target/debian-wasm \
     CARGO_TARGET_WASM32_WASIP1_LINKER=wasm-ld \
-    CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-L /usr/lib/wasm32-wasi $flags" \
+    RUSTFLAGS="-L /usr/lib/wasm32-wasi ${RUSTFLAGS:-} $flags" \
     /usr/bin/cargo "$cmd" --profile wasm --lib --target "$target" -Zbuild-std=std,panic_abort "${extra[@]}")
   out=$dir/target/debian-wasm/$target/wasm/$built
 fi

@@ -17,7 +17,13 @@ fn ends_run_at(c: u8) -> bool {
 /// each byte's high bit (the bit trick for "has a zero byte" / "has a byte
 /// less than n"). The lowest flagged byte is exact: a borrow only flags a
 /// byte above one that ends the run itself.
-#[cfg(any(test, not(any(target_arch = "x86_64", target_feature = "simd128"))))]
+#[cfg(any(
+    test,
+    not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    ))
+))]
 #[inline]
 pub(super) fn ends_run(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
@@ -34,11 +40,20 @@ pub(super) fn ends_run(w: u64) -> u64 {
 /// vectors in the .wasm; elsewhere two words' bit tricks.
 #[inline]
 pub(super) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
-    #[cfg(any(target_arch = "x86_64", target_feature = "simd128"))]
+    #[cfg(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    ))]
     let m = ends16(chunk);
-    #[cfg(not(any(target_arch = "x86_64", target_feature = "simd128")))]
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     return first_end_words(chunk);
-    #[cfg(any(target_arch = "x86_64", target_feature = "simd128"))]
+    #[cfg(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    ))]
     (m != 0).then(|| m.trailing_zeros() as usize)
 }
 
@@ -46,19 +61,31 @@ pub(super) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
 /// with one test for the four sixteens).
 #[inline]
 pub(super) fn any_end(block: &[u8; 64]) -> bool {
-    #[cfg(any(target_arch = "x86_64", target_feature = "simd128"))]
+    #[cfg(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    ))]
     return block
         .as_chunks::<16>()
         .0
         .iter()
         .fold(0, |m, c| m | ends16(c))
         != 0;
-    #[cfg(not(any(target_arch = "x86_64", target_feature = "simd128")))]
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     return any_end_words(block);
 }
 
 /// `first_end` a word at a time.
-#[cfg(any(test, not(any(target_arch = "x86_64", target_feature = "simd128"))))]
+#[cfg(any(
+    test,
+    not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    ))
+))]
 #[inline]
 pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
     let [a, b] = chunk.as_chunks::<8>().0 else {
@@ -73,7 +100,13 @@ pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
 }
 
 /// `any_end` a word at a time.
-#[cfg(any(test, not(any(target_arch = "x86_64", target_feature = "simd128"))))]
+#[cfg(any(
+    test,
+    not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    ))
+))]
 #[inline]
 pub(super) fn any_end_words(block: &[u8; 64]) -> bool {
     let words = block.as_chunks::<8>().0.iter();

@@ -1001,7 +1001,8 @@ def test_strings_scan_alike_wherever_a_run_ends(env):
     vectors in the .wasm) and sixty-four in a long string's bulk: a byte that
     ends a run, at every offset of the first eighty, in the string skipped
     before the keys and in the key's own value, gives the keys Python's json
-    reads; a raw control byte there is refused."""
+    reads; a raw control byte or a byte that starts no character there is
+    refused, and the bytes just inside those edges are not."""
     for at in range(80):
         for end in RUN_ENDS:
             pad = "x" * at + end + "y" * (80 - at)
@@ -1018,8 +1019,13 @@ def test_strings_scan_alike_wherever_a_run_ends(env):
             # A stamp's value is percent-encoded past printable ASCII (docs/keys.md).
             lane_key = urllib.parse.unquote(stamps["x-hookstamp-lane-0-key"])
             assert lane_key == want["data"]["object"]["customer"], (at, end)
-        raw = ('{"pad":"' + "x" * at + "\x01" + '","id":"evt_raw"}').encode()
-        tid = uuid.uuid4().hex
-        proxy.request(env["ports"]["big"], "POST", "/webhooks/big", [], body=raw, test_id=tid)
-        record = env["up"].records.get(tid)
-        assert record is None or "x-hookstamp-dedupe-key" not in dict(record["stamps"]), at
+        # Raw bytes at the edges of what ends a run: a control byte (0x01,
+        # 0x1f) or a byte that starts no character (0x80, 0xff) is refused;
+        # DEL (0x7f) and a space are plain.
+        for byte, plain in [(0x01, False), (0x1f, False), (0x80, False), (0xff, False), (0x7f, True), (0x20, True)]:
+            raw = b'{"pad":"' + b"x" * at + bytes([byte]) + b'","id":"evt_raw"}'
+            tid = uuid.uuid4().hex
+            proxy.request(env["ports"]["big"], "POST", "/webhooks/big", [], body=raw, test_id=tid)
+            record = env["up"].records.get(tid)
+            keyed = record is not None and dict(record["stamps"]).get("x-hookstamp-dedupe-key") == "evt_raw"
+            assert keyed == plain, (at, hex(byte))
