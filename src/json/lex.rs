@@ -13,93 +13,41 @@ fn ends_run_at(c: u8) -> bool {
     c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c)
 }
 
-/// The bytes of `w` (little-endian) that end a run (`ends_run_at`), as
-/// each byte's high bit (the bit trick for "has a zero byte" / "has a byte
-/// less than n"). The lowest flagged byte is exact: a borrow only flags a
-/// byte above one that ends the run itself.
+/// Where the first byte of sixteen that ends a run (`ends_run_at`) is, and
+/// whether any of sixty-four does (a long string's bulk, one test for the
+/// four sixteens): all sixteen compared at once with SSE2 on x86_64 and
+/// with WebAssembly's vectors in the .wasm (`ends16`), elsewhere `words`.
 #[cfg(any(
-    test,
-    not(any(
-        target_arch = "x86_64",
-        all(target_arch = "wasm32", target_feature = "simd128")
-    ))
+    target_arch = "x86_64",
+    all(target_arch = "wasm32", target_feature = "simd128")
 ))]
-#[inline]
-pub(super) fn ends_run(w: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v;
-    let quote = zero(w ^ (ONES * u64::from(b'"')));
-    let backslash = zero(w ^ (ONES * u64::from(b'\\')));
-    let control = w.wrapping_sub(ONES * 0x20) & !w;
-    (quote | backslash | control | w) & HIGH
-}
+pub(super) use vector::{any_end, first_end};
+#[cfg(not(any(
+    target_arch = "x86_64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+)))]
+pub(super) use words::{any_end, first_end};
 
-/// Where the first byte of `chunk` that ends a run is, if one does: all
-/// sixteen compared at once with SSE2 on x86_64 and with WebAssembly's
-/// vectors in the .wasm; elsewhere two words' bit tricks.
-#[inline]
-pub(super) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
-    #[cfg(any(
-        target_arch = "x86_64",
-        all(target_arch = "wasm32", target_feature = "simd128")
-    ))]
-    let m = ends16(chunk);
-    #[cfg(not(any(
-        target_arch = "x86_64",
-        all(target_arch = "wasm32", target_feature = "simd128")
-    )))]
-    return first_end_words(chunk);
-    #[cfg(any(
-        target_arch = "x86_64",
-        all(target_arch = "wasm32", target_feature = "simd128")
-    ))]
-    (m != 0).then(|| m.trailing_zeros() as usize)
-}
-
-/// Whether any byte of a 64-byte block ends a run (a long string's bulk,
-/// with one test for the four sixteens).
-#[inline]
-pub(super) fn any_end(block: &[u8; 64]) -> bool {
-    #[cfg(any(
-        target_arch = "x86_64",
-        all(target_arch = "wasm32", target_feature = "simd128")
-    ))]
-    return block
-        .as_chunks::<16>()
-        .0
-        .iter()
-        .fold(0, |m, c| m | ends16(c))
-        != 0;
-    #[cfg(not(any(
-        target_arch = "x86_64",
-        all(target_arch = "wasm32", target_feature = "simd128")
-    )))]
-    return any_end_words(block);
-}
-
-/// `first_end` a word at a time.
 #[cfg(any(
-    test,
-    not(any(
-        target_arch = "x86_64",
-        all(target_arch = "wasm32", target_feature = "simd128")
-    ))
+    target_arch = "x86_64",
+    all(target_arch = "wasm32", target_feature = "simd128")
 ))]
-#[inline]
-pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
-    let [a, b] = chunk.as_chunks::<8>().0 else {
-        return None;
-    };
-    let ends = |w: &[u8; 8]| ends_run(u64::from_le_bytes(*w));
-    match (ends(a), ends(b)) {
-        (0, 0) => None,
-        (0, m) => Some(8 + m.trailing_zeros() as usize / 8),
-        (m, _) => Some(m.trailing_zeros() as usize / 8),
+mod vector {
+    #[inline]
+    pub(in crate::json) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
+        let m = super::ends16(chunk);
+        (m != 0).then(|| m.trailing_zeros() as usize)
+    }
+
+    #[inline]
+    pub(in crate::json) fn any_end(block: &[u8; 64]) -> bool {
+        let chunks = block.as_chunks::<16>().0.iter();
+        chunks.fold(0, |m, c| m | super::ends16(c)) != 0
     }
 }
 
-/// `any_end` a word at a time.
+/// The same a word at a time, with bit tricks: where no vectors are, and
+/// in the tests, which hold the vectors to them.
 #[cfg(any(
     test,
     not(any(
@@ -107,10 +55,40 @@ pub(super) fn first_end_words(chunk: &[u8; 16]) -> Option<usize> {
         all(target_arch = "wasm32", target_feature = "simd128")
     ))
 ))]
-#[inline]
-pub(super) fn any_end_words(block: &[u8; 64]) -> bool {
-    let words = block.as_chunks::<8>().0.iter();
-    words.fold(0, |m, w| m | ends_run(u64::from_le_bytes(*w))) != 0
+pub(super) mod words {
+    /// The bytes of `w` (little-endian) that end a run (`ends_run_at`), as
+    /// each byte's high bit (the bit trick for "has a zero byte" / "has a
+    /// byte less than n"). The lowest flagged byte is exact: a borrow only
+    /// flags a byte above one that ends the run itself.
+    #[inline]
+    pub(in crate::json) fn ends_run(w: u64) -> u64 {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let zero = |v: u64| v.wrapping_sub(ONES) & !v;
+        let quote = zero(w ^ (ONES * u64::from(b'"')));
+        let backslash = zero(w ^ (ONES * u64::from(b'\\')));
+        let control = w.wrapping_sub(ONES * 0x20) & !w;
+        (quote | backslash | control | w) & HIGH
+    }
+
+    #[inline]
+    pub(in crate::json) fn first_end(chunk: &[u8; 16]) -> Option<usize> {
+        let [a, b] = chunk.as_chunks::<8>().0 else {
+            return None;
+        };
+        let ends = |w: &[u8; 8]| ends_run(u64::from_le_bytes(*w));
+        match (ends(a), ends(b)) {
+            (0, 0) => None,
+            (0, m) => Some(8 + m.trailing_zeros() as usize / 8),
+            (m, _) => Some(m.trailing_zeros() as usize / 8),
+        }
+    }
+
+    #[inline]
+    pub(in crate::json) fn any_end(block: &[u8; 64]) -> bool {
+        let words = block.as_chunks::<8>().0.iter();
+        words.fold(0, |m, w| m | ends_run(u64::from_le_bytes(*w))) != 0
+    }
 }
 
 /// The bytes of `chunk` that end a run, a bit each (lowest: the first),

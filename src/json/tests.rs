@@ -1,6 +1,7 @@
 //! The scanner's unit tests.
 
-use super::lex::{any_end, any_end_words, ends_run, first_end, first_end_words, utf8_char};
+use super::lex::words::{any_end as any_end_words, ends_run, first_end as first_end_words};
+use super::lex::{any_end, first_end, utf8_char};
 use super::*;
 
 fn one(body: &str, path: &str) -> Option<Option<String>> {
