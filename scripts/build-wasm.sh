@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the filter (profile wasm: release with lto, panic=abort,
-# codegen-units 1; wasm32-wasip1) and copies cargo's artifact, unchanged,
-# to target/hookstamp.wasm: the module exports exactly the ABI callbacks it
-# implements, so what cargo builds is what Envoy runs.
+# codegen-units 1; wasm32-wasip1, with WebAssembly's SIMD) and writes
+# binaryen's `wasm-opt -Oz` of cargo's artifact to target/hookstamp.wasm:
+# both export exactly the ABI callbacks hookstamp implements, and the tests
+# load both in Envoy (target/hookstamp.wasm.cargo-path names cargo's).
 # `build-wasm.sh clippy` lints the wasm glue instead (warnings denied);
 # `build-wasm.sh noop` builds target/noop.wasm, the empty proxy-wasm SDK
 # filter the benchmark measures beside hookstamp (benches/noop-filter),
