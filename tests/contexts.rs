@@ -1,13 +1,15 @@
 //! proxy-wasm's contexts (`hookstamp::filter::contexts`), natively: what
 //! each callback answers for a whole request; a callback
 //! that arrives inside another (answered fail-closed, logged); a delete
-//! that arrives while the VM is busy (done before the next callback).
+//! that arrives while the VM is busy (done before the next callback); the
+//! clock a request of a ticking instance reads (its last tick's, within
+//! its bound).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "common/mock.rs"]
 mod mock;
 
-use hookstamp::filter::contexts::Contexts;
+use hookstamp::filter::contexts::{Contexts, CALLBACKS_PER_TICK};
 use hookstamp::host::{DataStatus, HeadersStatus, Level};
 use mock::{Call, MockHost};
 use std::cell::RefCell;
@@ -166,4 +168,125 @@ fn a_callback_inside_another_fails_closed_and_a_delete_inside_one_waits() {
     assert_eq!(d.holding().map(|(n, _)| n), Some(1));
     d.on_tick(&mut host, ROOT);
     assert_eq!(d.holding(), Some((0, 0)));
+}
+
+/// A held request of a body source, its headers in (`request`'s, to the
+/// stripe source).
+fn held(d: &Contexts, host: &mut MockHost, ctx: u32) {
+    d.on_context_create(ctx, ROOT);
+    request(host, ctx, "/webhooks/stripe");
+    assert_eq!(
+        d.on_request_headers(host, ctx, false),
+        HeadersStatus::StopIteration
+    );
+}
+
+#[test]
+fn a_ticking_instances_requests_read_the_last_ticks_clock() {
+    let (d, mut host) = boot();
+    // Before any tick: the proxy's clock.
+    held(&d, &mut host, 2);
+    assert_eq!(host.clock_reads, 1, "the deadline, from the proxy's clock");
+    d.on_tick(&mut host, ROOT);
+    assert_eq!(host.clock_reads, 2, "a tick reads the proxy's clock once");
+    // After it: headers and body read none; the request is stamped.
+    held(&d, &mut host, 3);
+    host.chunk = br#"{"id":"evt_1"}"#.to_vec();
+    assert_eq!(
+        d.on_request_body(&mut host, 3, 14, true),
+        DataStatus::Continue
+    );
+    assert_eq!(host.clock_reads, 2);
+    assert_eq!(host.header("x-hookstamp-dedupe-key"), vec![b"evt_1"]);
+    // A body that comes past its deadline before the next tick is read at
+    // the tick's clock: the deadline holds within a tick, as the tick's
+    // own answers do (`budget::TICK_MS`).
+    held(&d, &mut host, 4);
+    host.now_ms += 10_001;
+    host.chunk = br#"{"id":"evt_2"}"#.to_vec();
+    assert_eq!(
+        d.on_request_body(&mut host, 4, 14, true),
+        DataStatus::Continue,
+        "not late by the tick's clock"
+    );
+    // The next tick reads the proxy's clock: a request held before it is
+    // late by it, and answered 408.
+    held(&d, &mut host, 5);
+    d.on_tick(&mut host, ROOT);
+    assert!(
+        host.replies.iter().any(|(c, r)| *c == 5 && r.status == 408),
+        "{:?}",
+        host.replies
+    );
+    assert_eq!(host.clock_reads, 3, "one read a tick, none a callback");
+}
+
+#[test]
+fn a_clock_the_ticks_stopped_serves_a_bounded_number_of_callbacks() {
+    let (d, mut host) = boot();
+    d.on_tick(&mut host, ROOT);
+    let reads = host.clock_reads;
+    // The ticks stop (a tick that never comes): each request's headers and
+    // body read the stale clock, up to the bound.
+    let per_request = 2;
+    let n = CALLBACKS_PER_TICK / per_request;
+    for ctx in 10..10 + n {
+        held(&d, &mut host, ctx);
+        host.chunk = br#"{"id":"evt_1"}"#.to_vec();
+        assert_eq!(
+            d.on_request_body(&mut host, ctx, 14, true),
+            DataStatus::Continue
+        );
+        d.on_delete(ctx);
+    }
+    assert_eq!(host.clock_reads, reads, "the tick's clock served them");
+    // Past the bound, the proxy's clock: a request whose body comes after
+    // its deadline is answered 408 at its body, though no tick came.
+    let late = 10 + n;
+    held(&d, &mut host, late);
+    assert_eq!(host.clock_reads, reads + 1);
+    host.now_ms += 10_001;
+    host.chunk = br#"{"id":"evt_1"}"#.to_vec();
+    assert_eq!(
+        d.on_request_body(&mut host, late, 14, true),
+        DataStatus::StopNoBuffer
+    );
+    assert!(host
+        .replies
+        .iter()
+        .any(|(c, r)| *c == late && r.status == 408));
+}
+
+#[test]
+fn an_instance_that_does_not_tick_reads_the_proxys_clock() {
+    // Header sources only, sealed: the seal's `created` is the clock's.
+    const SEALED: &str = r#"{"seal": {"keys": [{"value": "queue-key"}], "key_id": "q-1"},
+      "sources": [{"id": "github", "dedupe": "github"}]}"#;
+    let (d, mut host) = boot();
+    let other = 20;
+    d.on_context_create(other, 0);
+    let mut config = MockHost {
+        config: SEALED.as_bytes().to_vec(),
+        ..MockHost::default()
+    };
+    assert!(d.on_configure(&mut config, other), "{:?}", config.log);
+    assert_eq!(config.tick_ms, None, "no tick");
+    // The first root's tick, then an hour with no tick at all.
+    d.on_tick(&mut host, ROOT);
+    host.now_ms += 3_600_000;
+    let reads = host.clock_reads;
+    d.on_context_create(21, other);
+    request(&mut host, 21, "/webhooks/github");
+    assert_eq!(
+        d.on_request_headers(&mut host, 21, true),
+        HeadersStatus::Continue
+    );
+    assert_eq!(host.clock_reads, reads + 1);
+    let input = host.header("signature-input");
+    let created = format!("created={}", host.now_ms / 1000);
+    assert!(
+        String::from_utf8_lossy(input[0]).contains(&created),
+        "{:?}",
+        String::from_utf8_lossy(input[0])
+    );
 }

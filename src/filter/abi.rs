@@ -170,8 +170,12 @@ fn remove(map: u32, name: &str) -> HostResult<()> {
 }
 
 /// The proxy: its current context's stream, and the VM's configuration
-/// calls.
-struct Wasm;
+/// calls; made for each callback, reading the proxy's clock unless the
+/// callback is given the last tick's (`Proxy::set_clock`).
+#[derive(Default)]
+struct Wasm {
+    clock: Option<u64>,
+}
 
 impl StreamHost for Wasm {
     fn request_headers<'b>(&mut self, buf: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>> {
@@ -264,7 +268,7 @@ impl StreamHost for Wasm {
     }
 
     fn now_ms(&mut self) -> u64 {
-        now_ms()
+        self.clock.unwrap_or_else(now_ms)
     }
 
     fn log(&mut self, level: Level, message: &str) {
@@ -298,7 +302,7 @@ impl ConfigHost for Wasm {
     }
 
     fn now_ms(&mut self) -> u64 {
-        now_ms()
+        self.clock.unwrap_or_else(now_ms)
     }
 
     fn log(&mut self, level: Level, message: &str) {
@@ -333,6 +337,10 @@ impl Proxy for Wasm {
         // SAFETY: no memory is passed.
         let s = unsafe { imports::proxy_set_effective_context(context) };
         status("proxy_set_effective_context", s)
+    }
+
+    fn set_clock(&mut self, ms: Option<u64>) {
+        self.clock = ms;
     }
 }
 
@@ -421,12 +429,12 @@ pub extern "C" fn proxy_on_context_create(context: u32, parent: u32) {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_configure(root: u32, _size: usize) -> u32 {
-    CONTEXTS.with(|c| u32::from(c.on_configure(&mut Wasm, root)))
+    CONTEXTS.with(|c| u32::from(c.on_configure(&mut Wasm::default(), root)))
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, end: u32) -> u32 {
-    headers_status(CONTEXTS.with(|c| c.on_request_headers(&mut Wasm, context, end != 0)))
+    headers_status(CONTEXTS.with(|c| c.on_request_headers(&mut Wasm::default(), context, end != 0)))
 }
 
 /// With StopIterationAndBuffer, Envoy adds each new chunk to its buffer
@@ -435,17 +443,17 @@ pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, end: u
 /// control and hands the filter only the new one (see `lifecycle`).
 #[no_mangle]
 pub extern "C" fn proxy_on_request_body(context: u32, size: usize, end: u32) -> u32 {
-    data_status(CONTEXTS.with(|c| c.on_request_body(&mut Wasm, context, size, end != 0)))
+    data_status(CONTEXTS.with(|c| c.on_request_body(&mut Wasm::default(), context, size, end != 0)))
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_request_trailers(context: u32, _trailers: usize) -> u32 {
-    headers_status(CONTEXTS.with(|c| c.on_request_trailers(&mut Wasm, context)))
+    headers_status(CONTEXTS.with(|c| c.on_request_trailers(&mut Wasm::default(), context)))
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_tick(root: u32) {
-    CONTEXTS.with(|c| c.on_tick(&mut Wasm, root));
+    CONTEXTS.with(|c| c.on_tick(&mut Wasm::default(), root));
 }
 
 #[no_mangle]

@@ -5,7 +5,7 @@
 
 use crate::host::{DataStatus, HeadersStatus, HostResult, Level, StreamHost, Streams};
 use crate::lifecycle::{ById, Instance, Plugin, Request};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -17,6 +17,22 @@ pub trait Proxy: Streams<Key = u32> + StreamHost {
     fn plugin_config(&mut self) -> HostResult<Vec<u8>>;
     /// Makes a context current outside its own callbacks.
     fn set_effective_context(&mut self, context: u32) -> HostResult<()>;
+    /// The clock the next calls read (`now_ms`): `ms`, or the proxy's own
+    /// where `None`.
+    fn set_clock(&mut self, ms: Option<u64>);
+}
+
+/// The most stream callbacks that read the last tick's clock before one
+/// reads the proxy's again: a tick comes every `budget::TICK_MS` while an
+/// instance ticks, and a worker makes far fewer callbacks in one; if the
+/// ticks stop, the stale clock serves no more than these.
+pub const CALLBACKS_PER_TICK: u32 = 1024;
+
+/// The VM's clock at its last tick, and the stream callbacks since.
+#[derive(Clone, Copy, Default)]
+struct Ticked {
+    at_ms: u64,
+    callbacks: u32,
 }
 
 /// One VM's contexts (one VM per thread: one per Envoy worker).
@@ -31,6 +47,11 @@ pub struct Contexts {
     /// (fail closed) without being looked at: their body and trailers go
     /// no further either, never forwarded without stamps.
     stopped: RefCell<Vec<u32>>,
+    /// The clock a request of a ticking instance reads: the last tick's.
+    /// In Envoy's V8 a clock read is a host call of some 1 900
+    /// instructions, and a held request made two (BENCHMARKS.md); its
+    /// deadline is checked by the tick anyway, within a tick.
+    ticked: Cell<Ticked>,
 }
 
 #[derive(Default)]
@@ -59,6 +80,22 @@ impl Contexts {
         f(&mut map, host)
     }
 
+    /// The clock `request`'s callback reads: the last tick's, where its
+    /// instance ticks (every `budget::TICK_MS`) and that clock has served
+    /// fewer than CALLBACKS_PER_TICK callbacks; else the proxy's.
+    fn clock_for(&self, request: &Request<u32>) -> Option<u64> {
+        let t = self.ticked.get();
+        let ticks = request.instance().is_some_and(|i| i.ticks());
+        if !ticks || t.at_ms == 0 || t.callbacks >= CALLBACKS_PER_TICK {
+            return None;
+        }
+        self.ticked.set(Ticked {
+            callbacks: t.callbacks + 1,
+            ..t
+        });
+        Some(t.at_ms)
+    }
+
     /// proxy_on_context_create: a root context (parent 0) or a request. A
     /// create inside another callback (no proxy does it) makes nothing, and
     /// that request's headers are then held, never passed (fail closed).
@@ -78,6 +115,7 @@ impl Contexts {
     /// proxy_on_configure: false (the proxy refuses the filter) with every
     /// error logged.
     pub fn on_configure(&self, host: &mut impl Proxy, root: u32) -> bool {
+        host.set_clock(None);
         let raw = match host.plugin_config() {
             Ok(raw) => raw,
             Err(e) => {
@@ -106,6 +144,7 @@ impl Contexts {
     ) -> HeadersStatus {
         let status = self.with(host, None, |map, host| {
             let r = map.requests.get_mut(&context)?;
+            host.set_clock(self.clock_for(r));
             Some(r.on_headers(host, end))
         });
         status.unwrap_or_else(|| {
@@ -132,7 +171,10 @@ impl Contexts {
         self.with(host, DataStatus::StopNoBuffer, |map, host| {
             map.requests
                 .get_mut(&context)
-                .map_or(DataStatus::StopNoBuffer, |r| r.on_body(host, size, end))
+                .map_or(DataStatus::StopNoBuffer, |r| {
+                    host.set_clock(self.clock_for(r));
+                    r.on_body(host, size, end)
+                })
         })
     }
 
@@ -144,13 +186,25 @@ impl Contexts {
         self.with(host, HeadersStatus::StopIteration, |map, host| {
             map.requests
                 .get_mut(&context)
-                .map_or(HeadersStatus::StopIteration, |r| r.on_trailers(host))
+                .map_or(HeadersStatus::StopIteration, |r| {
+                    host.set_clock(self.clock_for(r));
+                    r.on_trailers(host)
+                })
         })
     }
 
-    /// proxy_on_tick of a root context: its instance's tick, each answer
-    /// made with its request's context current, the root's again after.
+    /// proxy_on_tick of a root context: the proxy's clock read, kept for
+    /// the streams (`clock_for`); then its instance's tick at that clock,
+    /// each answer made with its request's context current, the root's
+    /// again after.
     pub fn on_tick(&self, host: &mut impl Proxy, root: u32) {
+        host.set_clock(None);
+        let now = StreamHost::now_ms(host);
+        self.ticked.set(Ticked {
+            at_ms: now,
+            callbacks: 0,
+        });
+        host.set_clock(Some(now).filter(|&n| n != 0));
         let instance = self.with(host, None, |map, _| map.roots.get(&root).cloned().flatten());
         if instance.is_some_and(|i| i.on_tick(host)) {
             let _ = host.set_effective_context(root);

@@ -73,6 +73,11 @@ pub struct MockHost {
     pub properties: Vec<(u32, String, Vec<u8>)>,
     pub log: Vec<(Level, String)>,
     pub now_ms: u64,
+    /// The clock a callback was given (`Proxy::set_clock`), read in place
+    /// of `now_ms`.
+    pub clock: Option<u64>,
+    /// How many times the proxy's own clock (`now_ms`) was read.
+    pub clock_reads: usize,
     pub tick_ms: Option<u32>,
     /// The request the host takes as current.
     pub context: u32,
@@ -209,7 +214,10 @@ impl StreamHost for MockHost {
     }
 
     fn now_ms(&mut self) -> u64 {
-        self.now_ms
+        self.clock.unwrap_or_else(|| {
+            self.clock_reads += 1;
+            self.now_ms
+        })
     }
 
     fn log(&mut self, level: Level, message: &str) {
@@ -239,7 +247,10 @@ impl ConfigHost for MockHost {
     }
 
     fn now_ms(&mut self) -> u64 {
-        self.now_ms
+        self.clock.unwrap_or_else(|| {
+            self.clock_reads += 1;
+            self.now_ms
+        })
     }
 
     fn log(&mut self, level: Level, message: &str) {
@@ -276,5 +287,9 @@ impl Proxy for MockHost {
         self.call(Call::SetEffectiveContext)?;
         self.context = context;
         Ok(())
+    }
+
+    fn set_clock(&mut self, ms: Option<u64>) {
+        self.clock = ms;
     }
 }
