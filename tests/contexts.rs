@@ -219,6 +219,17 @@ fn a_ticking_instances_requests_read_the_last_ticks_clock() {
         host.replies
     );
     assert_eq!(host.clock_reads, 3, "one read a tick, none a callback");
+    // A body that ends at its trailers: they read the tick's clock too.
+    d.on_tick(&mut host, ROOT);
+    held(&d, &mut host, 6);
+    host.chunk = br#"{"id":"evt_3"}"#.to_vec();
+    assert_eq!(
+        d.on_request_body(&mut host, 6, 14, false),
+        DataStatus::StopAndWatermark
+    );
+    host.now_ms += 10_001;
+    assert_eq!(d.on_request_trailers(&mut host, 6), HeadersStatus::Continue);
+    assert_eq!(host.clock_reads, 4);
 }
 
 #[test]
@@ -255,6 +266,11 @@ fn a_clock_the_ticks_stopped_serves_a_bounded_number_of_callbacks() {
         .replies
         .iter()
         .any(|(c, r)| *c == late && r.status == 408));
+    // The next tick's clock serves again, its count begun anew.
+    d.on_tick(&mut host, ROOT);
+    let reads = host.clock_reads;
+    held(&d, &mut host, late + 1);
+    assert_eq!(host.clock_reads, reads, "the tick's clock again");
 }
 
 #[test]
@@ -289,4 +305,118 @@ fn an_instance_that_does_not_tick_reads_the_proxys_clock() {
         "{:?}",
         String::from_utf8_lossy(input[0])
     );
+}
+
+const SIGNED: &str = r#"{"sources": [{"id": "stripe", "dedupe": "stripe",
+  "verify": {"scheme": "stripe", "secrets": [{"value": "whsec_k"}]}}]}"#;
+const EVENT: &[u8] = br#"{"id":"evt_1"}"#;
+
+/// A Stripe delivery of EVENT signed at `t_s`, to root `root`'s stripe
+/// source, whole: its answer, or `Continue` where it was stamped.
+fn signed(d: &Contexts, host: &mut MockHost, root: u32, ctx: u32, t_s: u64) -> DataStatus {
+    use hmac::Mac as _;
+    let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(b"whsec_k").unwrap();
+    m.update(format!("{t_s}.").as_bytes());
+    m.update(EVENT);
+    let sig = format!("t={t_s},v1={}", hex::encode(m.finalize().into_bytes()));
+    d.on_context_create(ctx, root);
+    host.context = ctx;
+    host.headers = vec![
+        (":method".into(), b"POST".to_vec()),
+        (":path".into(), b"/webhooks/stripe".to_vec()),
+        ("stripe-signature".into(), sig.into_bytes()),
+    ];
+    assert_eq!(
+        d.on_request_headers(host, ctx, false),
+        HeadersStatus::StopIteration
+    );
+    host.chunk = EVENT.to_vec();
+    d.on_request_body(host, ctx, EVENT.len(), true)
+}
+
+fn configure(d: &Contexts, root: u32, config: &str) {
+    d.on_context_create(root, 0);
+    let mut h = MockHost {
+        config: config.as_bytes().to_vec(),
+        ..MockHost::default()
+    };
+    assert!(d.on_configure(&mut h, root), "{:?}", h.log);
+}
+
+#[test]
+fn a_clock_kept_from_ticks_that_stopped_serves_no_later_configuration() {
+    // Root 1 ticks; a push replaces it with a configuration that does not
+    // (root 2) and root 1 goes: the VM's ticks stop. An hour later a push
+    // brings a ticking one back (root 3): before its first tick, its
+    // requests read the proxy's clock, not root 1's last tick.
+    let d = Contexts::default();
+    let mut host = MockHost {
+        now_ms: 1_700_000_000_000,
+        ..MockHost::default()
+    };
+    configure(&d, 1, SIGNED);
+    d.on_tick(&mut host, 1);
+    let then = host.now_ms / 1000;
+    configure(
+        &d,
+        2,
+        r#"{"sources": [{"id": "github", "dedupe": "github"}]}"#,
+    );
+    d.on_delete(1);
+    host.now_ms += 3_600_000;
+    configure(&d, 3, SIGNED);
+    let now = host.now_ms / 1000;
+    assert_eq!(signed(&d, &mut host, 3, 10, now), DataStatus::Continue);
+    assert_eq!(host.header("x-hookstamp-verified"), vec![b"true"]);
+    // A delivery captured an hour ago, replayed: refused.
+    assert_eq!(signed(&d, &mut host, 3, 11, then), DataStatus::StopNoBuffer);
+    assert!(host
+        .replies
+        .iter()
+        .any(|(c, r)| *c == 11 && r.status == 401));
+    // A configuration pushed to a VM that ticks drops the clock too, until
+    // the next tick.
+    d.on_tick(&mut host, 3);
+    let reads = host.clock_reads;
+    configure(&d, 4, SIGNED);
+    signed(&d, &mut host, 3, 12, now);
+    assert!(host.clock_reads > reads);
+}
+
+#[test]
+fn a_deleted_roots_live_request_reads_the_proxys_clock() {
+    // The ABI lets a root go while a request of it lives (Envoy keeps the
+    // root until its streams end): with no tick to come, the request's body
+    // is late by the proxy's clock at its first chunk past the deadline.
+    let (d, mut host) = boot();
+    d.on_tick(&mut host, ROOT);
+    held(&d, &mut host, 2);
+    d.on_delete(ROOT);
+    host.now_ms += 10_001;
+    host.chunk = b"{".to_vec();
+    assert_eq!(
+        d.on_request_body(&mut host, 2, 1, false),
+        DataStatus::StopNoBuffer
+    );
+    assert!(host.replies.iter().any(|(c, r)| *c == 2 && r.status == 408));
+}
+
+#[test]
+fn a_tick_without_a_clock_leaves_the_streams_the_proxys() {
+    // The proxy's clock failed at the tick (read as 0): the streams read
+    // the proxy's own, and are late by it.
+    let (d, mut host) = boot();
+    let now = host.now_ms;
+    host.now_ms = 0;
+    d.on_tick(&mut host, ROOT);
+    host.now_ms = now;
+    held(&d, &mut host, 2);
+    let reads = host.clock_reads;
+    host.now_ms += 10_001;
+    host.chunk = b"{".to_vec();
+    assert_eq!(
+        d.on_request_body(&mut host, 2, 1, false),
+        DataStatus::StopNoBuffer
+    );
+    assert_eq!(host.clock_reads, reads + 1);
 }

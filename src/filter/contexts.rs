@@ -75,9 +75,18 @@ impl Contexts {
             return or;
         };
         for c in std::mem::take(&mut *self.deferred.borrow_mut()) {
-            map.delete(c);
+            if map.delete(c) {
+                self.ticks_stopped();
+            }
         }
         f(&mut map, host)
+    }
+
+    /// A root is deleted or configured: whatever ticks kept the clock may
+    /// have stopped, or a configuration that ticks come where none did. The
+    /// streams read the proxy's clock until the next tick.
+    fn ticks_stopped(&self) {
+        self.ticked.set(Ticked::default());
     }
 
     /// The clock `request`'s callback reads: the last tick's, where its
@@ -94,6 +103,20 @@ impl Contexts {
             ..t
         });
         Some(t.at_ms)
+    }
+
+    /// Runs a callback of `request` with the clock it reads (`clock_for`),
+    /// the proxy's again once it returns.
+    fn clocked<P: Proxy, T>(
+        &self,
+        host: &mut P,
+        request: &mut Request<u32>,
+        f: impl FnOnce(&mut Request<u32>, &mut P) -> T,
+    ) -> T {
+        host.set_clock(self.clock_for(request));
+        let out = f(request, host);
+        host.set_clock(None);
+        out
     }
 
     /// proxy_on_context_create: a root context (parent 0) or a request. A
@@ -116,6 +139,7 @@ impl Contexts {
     /// error logged.
     pub fn on_configure(&self, host: &mut impl Proxy, root: u32) -> bool {
         host.set_clock(None);
+        self.ticks_stopped();
         let raw = match host.plugin_config() {
             Ok(raw) => raw,
             Err(e) => {
@@ -144,8 +168,7 @@ impl Contexts {
     ) -> HeadersStatus {
         let status = self.with(host, None, |map, host| {
             let r = map.requests.get_mut(&context)?;
-            host.set_clock(self.clock_for(r));
-            Some(r.on_headers(host, end))
+            Some(self.clocked(host, r, |r, host| r.on_headers(host, end)))
         });
         status.unwrap_or_else(|| {
             self.stopped.borrow_mut().push(context);
@@ -172,8 +195,7 @@ impl Contexts {
             map.requests
                 .get_mut(&context)
                 .map_or(DataStatus::StopNoBuffer, |r| {
-                    host.set_clock(self.clock_for(r));
-                    r.on_body(host, size, end)
+                    self.clocked(host, r, |r, host| r.on_body(host, size, end))
                 })
         })
     }
@@ -187,8 +209,7 @@ impl Contexts {
             map.requests
                 .get_mut(&context)
                 .map_or(HeadersStatus::StopIteration, |r| {
-                    host.set_clock(self.clock_for(r));
-                    r.on_trailers(host)
+                    self.clocked(host, r, |r, host| r.on_trailers(host))
                 })
         })
     }
@@ -209,15 +230,22 @@ impl Contexts {
         if instance.is_some_and(|i| i.on_tick(host)) {
             let _ = host.set_effective_context(root);
         }
+        host.set_clock(None);
     }
 
     /// proxy_on_delete: done now, or before the next callback when one
     /// runs. A root's instance lives on with the requests that use it.
     pub fn on_delete(&self, context: u32) {
         self.stopped.borrow_mut().retain(|c| *c != context);
-        match self.map.try_borrow_mut() {
+        let root = match self.map.try_borrow_mut() {
             Ok(mut map) => map.delete(context),
-            Err(_) => self.deferred.borrow_mut().push(context),
+            Err(_) => {
+                self.deferred.borrow_mut().push(context);
+                false
+            }
+        };
+        if root {
+            self.ticks_stopped();
         }
     }
 
@@ -235,9 +263,8 @@ impl Contexts {
 }
 
 impl Map {
-    fn delete(&mut self, context: u32) {
-        if self.requests.remove(&context).is_none() {
-            self.roots.remove(&context);
-        }
+    /// Deletes a request or a root; whether it was a root.
+    fn delete(&mut self, context: u32) -> bool {
+        self.requests.remove(&context).is_none() && self.roots.remove(&context).is_some()
     }
 }
