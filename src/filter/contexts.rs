@@ -188,29 +188,35 @@ impl Contexts {
         size: usize,
         end: bool,
     ) -> DataStatus {
-        if self.was_stopped(context) {
-            return DataStatus::StopNoBuffer;
-        }
-        self.with(host, DataStatus::StopNoBuffer, |map, host| {
-            map.requests
-                .get_mut(&context)
-                .map_or(DataStatus::StopNoBuffer, |r| {
-                    self.clocked(host, r, |r, host| r.on_body(host, size, end))
-                })
+        self.later(host, context, DataStatus::StopNoBuffer, |r, host| {
+            r.on_body(host, size, end)
         })
     }
 
     /// proxy_on_request_trailers.
     pub fn on_request_trailers(&self, host: &mut impl Proxy, context: u32) -> HeadersStatus {
+        self.later(host, context, HeadersStatus::StopIteration, |r, host| {
+            r.on_trailers(host)
+        })
+    }
+
+    /// A request's callback after its headers, with its clock: `stop` where
+    /// its headers were held unread, where it is gone, or where a callback
+    /// runs already.
+    fn later<P: Proxy, T: Copy>(
+        &self,
+        host: &mut P,
+        context: u32,
+        stop: T,
+        f: impl FnOnce(&mut Request<u32>, &mut P) -> T,
+    ) -> T {
         if self.was_stopped(context) {
-            return HeadersStatus::StopIteration;
+            return stop;
         }
-        self.with(host, HeadersStatus::StopIteration, |map, host| {
+        self.with(host, stop, |map, host| {
             map.requests
                 .get_mut(&context)
-                .map_or(HeadersStatus::StopIteration, |r| {
-                    self.clocked(host, r, |r, host| r.on_trailers(host))
-                })
+                .map_or(stop, |r| self.clocked(host, r, f))
         })
     }
 
