@@ -76,16 +76,16 @@ impl Contexts {
         };
         for c in std::mem::take(&mut *self.deferred.borrow_mut()) {
             if map.delete(c) {
-                self.ticks_stopped();
+                self.forget_tick();
             }
         }
         f(&mut map, host)
     }
 
-    /// A root is deleted or configured: whatever ticks kept the clock may
-    /// have stopped, or a configuration that ticks come where none did. The
-    /// streams read the proxy's clock until the next tick.
-    fn ticks_stopped(&self) {
+    /// A root deleted or configured: the ticks that kept the clock may have
+    /// stopped, and a configuration that ticks may begin where none did.
+    /// The streams read the proxy's clock until the next tick.
+    fn forget_tick(&self) {
         self.ticked.set(Ticked::default());
     }
 
@@ -139,7 +139,7 @@ impl Contexts {
     /// error logged.
     pub fn on_configure(&self, host: &mut impl Proxy, root: u32) -> bool {
         host.set_clock(None);
-        self.ticks_stopped();
+        self.forget_tick();
         let raw = match host.plugin_config() {
             Ok(raw) => raw,
             Err(e) => {
@@ -251,7 +251,7 @@ impl Contexts {
             }
         };
         if root {
-            self.ticks_stopped();
+            self.forget_tick();
         }
     }
 
