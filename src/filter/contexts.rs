@@ -75,11 +75,16 @@ impl Contexts {
             return or;
         };
         for c in std::mem::take(&mut *self.deferred.borrow_mut()) {
-            if map.delete(c) {
-                self.forget_tick();
-            }
+            self.delete(&mut map, c);
         }
         f(&mut map, host)
+    }
+
+    /// Deletes a request or a root; a root's ticks stop with it.
+    fn delete(&self, map: &mut Map, context: u32) {
+        if map.requests.remove(&context).is_none() && map.roots.remove(&context).is_some() {
+            self.forget_tick();
+        }
     }
 
     /// A root deleted or configured: the ticks that kept the clock may have
@@ -138,7 +143,6 @@ impl Contexts {
     /// proxy_on_configure: false (the proxy refuses the filter) with every
     /// error logged.
     pub fn on_configure(&self, host: &mut impl Proxy, root: u32) -> bool {
-        host.set_clock(None);
         self.forget_tick();
         let raw = match host.plugin_config() {
             Ok(raw) => raw,
@@ -243,15 +247,9 @@ impl Contexts {
     /// runs. A root's instance lives on with the requests that use it.
     pub fn on_delete(&self, context: u32) {
         self.stopped.borrow_mut().retain(|c| *c != context);
-        let root = match self.map.try_borrow_mut() {
-            Ok(mut map) => map.delete(context),
-            Err(_) => {
-                self.deferred.borrow_mut().push(context);
-                false
-            }
-        };
-        if root {
-            self.forget_tick();
+        match self.map.try_borrow_mut() {
+            Ok(mut map) => self.delete(&mut map, context),
+            Err(_) => self.deferred.borrow_mut().push(context),
         }
     }
 
@@ -265,12 +263,5 @@ impl Contexts {
             sum = (sum.0 + n, sum.1 + bytes);
         }
         Some(sum)
-    }
-}
-
-impl Map {
-    /// Deletes a request or a root; whether it was a root.
-    fn delete(&mut self, context: u32) -> bool {
-        self.requests.remove(&context).is_none() && self.roots.remove(&context).is_some()
     }
 }

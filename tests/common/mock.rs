@@ -247,10 +247,7 @@ impl ConfigHost for MockHost {
     }
 
     fn now_ms(&mut self) -> u64 {
-        self.clock.unwrap_or_else(|| {
-            self.clock_reads += 1;
-            self.now_ms
-        })
+        StreamHost::now_ms(self)
     }
 
     fn log(&mut self, level: Level, message: &str) {
