@@ -36,14 +36,14 @@ fi
 # without this machine's path to the registry (1 KiB of the module, and
 # the same bytes wherever it is built). The flags go in RUSTFLAGS after
 # the caller's own: where RUSTFLAGS is set cargo reads no other flags. The
-# empty filter is built as it always was.
-flags=
+# empty filter is built with the same vectors, for its `hand` line's
+# SHA-256, which is hookstamp's (benches/noop-filter).
+if [ -n "${CARGO_ENCODED_RUSTFLAGS:-}" ]; then
+  echo "build-wasm.sh: CARGO_ENCODED_RUSTFLAGS would replace the .wasm's own flags (-C target-feature=+simd128): unset it" >&2
+  exit 1
+fi
+flags="-C target-feature=+simd128"
 if [ "$dir" = . ]; then
-  if [ -n "${CARGO_ENCODED_RUSTFLAGS:-}" ]; then
-    echo "build-wasm.sh: CARGO_ENCODED_RUSTFLAGS would replace the .wasm's own flags (-C target-feature=+simd128): unset it" >&2
-    exit 1
-  fi
-  flags="-C target-feature=+simd128"
   # The registry's sources are where the remapping looks: fetched first,
   # by the cargo that builds, so a fresh machine's first build drops them
   # as every later one does.
@@ -56,11 +56,7 @@ if [ "$dir" = . ]; then
   done
 fi
 if [ -z "$debian" ]; then
-  if [ -n "$flags" ]; then
-    (cd "$dir" && RUSTFLAGS="${RUSTFLAGS:-} $flags" cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
-  else
-    (cd "$dir" && cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
-  fi
+  (cd "$dir" && RUSTFLAGS="${RUSTFLAGS:-} $flags" cargo "$cmd" --profile wasm --lib --target "$target" "${extra[@]}")
   out=$dir/target/$target/wasm/$built
 else
   # Separate target dir: another rustc must not invalidate the native build.

@@ -24,6 +24,10 @@ answering with direct_response so no upstream is the bottleneck:
   (r), (r.so) the empty filter, .wasm and module, making (c)'s host calls
       (its header list read, its eight stamps added, two counters, the
       access log's reason): (c) − (r) is hookstamp's own work between them
+  (hc), (hc.so) the empty filter making (c)'s stamps by hand (the same
+      values, hookstamp's SHA-256) and its other calls: the floor of any
+      filter stamping what (c) stamps; (c) − (hc) is what hookstamp's
+      configuration, checks and generality cost above it
   (b.so) ... (v.so) the same as (b) ... (v) with the Envoy dynamic module
       (target/libhookstamp.so) in place of the .wasm
 Three views, each of every configuration in one run:
@@ -103,6 +107,12 @@ HEADER_MUTATION = "header_mutation"  # (h8): Envoy's header_mutation filter adds
 # calls alone cost, apart from hookstamp's own work between them.
 TWIN = ([f"{k}: {v}" for k, v in STAMPS8]
         + ["read", "count stamped", "count event_type_missing", "why event-type=absent"])
+# (hc), (hc.so): the empty filter making (c)'s eight stamps by hand
+# (benches/noop-filter's `hand`: the two keys found in the header list,
+# the idempotency key joined, the lane id hashed with hookstamp's SHA-256)
+# and (c)'s other calls: (c)'s work with nothing of hookstamp's
+# configuration, checks or generality, the floor under (c) of any filter.
+HAND = ["hand"] + TWIN[len(STAMPS8) + 1:]
 # (xed), (xed.so): the empty filter verifying one Ed25519 signature over as
 # many bytes as (ved) signs (its id, timestamp and 1 KiB body), with
 # hookstamp's crate and features: what the check alone costs, the floor
@@ -115,6 +125,7 @@ ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no fi
     "n": (NOOP, []),
     "n8": (NOOP, ["8"]),
     "r": (NOOP, TWIN),
+    "hc": (NOOP, HAND),
     "xed": (NOOP, CHECK),
     "b": (proxy.WASM, {"prefix": "/elsewhere", "sources": []}),
     "c": (proxy.WASM, GITHUB),
@@ -127,7 +138,7 @@ ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no fi
 # The same configurations with the dynamic module.
 ENVOYS.update({f"{n}.so": (proxy.SO, ENVOYS[n][1]) for n in ["b", "c", "c+", "d", "v", "ved", "vs"]})
 ENVOYS.update({"n.so": (NOOP_SO, []), "n8.so": (NOOP_SO, [f"{k}: {v}" for k, v in STAMPS8]),
-               "r.so": (NOOP_SO, TWIN), "xed.so": (NOOP_SO, CHECK)})
+               "r.so": (NOOP_SO, TWIN), "hc.so": (NOOP_SO, HAND), "xed.so": (NOOP_SO, CHECK)})
 
 
 BENCH_ENV = {"STRIPE_WHSEC": STRIPE_SECRET, "SW_SECRET": SW_SECRET, "SW_PUBLIC_KEY": ed_public_key()}
@@ -176,6 +187,7 @@ CASES = [  # label, description, envoy, path, headers, body
     ("n", "empty wasm filter", "n", "/webhooks/github", GH, b"{}"),
     ("n8", "empty + 8 header adds", "n8", "/webhooks/github", GH, b"{}"),
     ("r", "empty + (c)'s host calls", "r", "/webhooks/github", GH, b"{}"),
+    ("hc", "empty + (c)'s work by hand", "hc", "/webhooks/github", GH, b"{}"),
     ("xed", "empty + one Ed25519 check", "xed", "/webhooks/github", GH, b"{}"),
     ("b", "hookstamp, no sources", "b", "/webhooks/github", GH, b"{}"),
     ("c", "github header source", "c", "/webhooks/github", GH, b"{}"),
@@ -190,6 +202,7 @@ CASES = [  # label, description, envoy, path, headers, body
 CASES += [("n.so", "empty module", "n.so", "/webhooks/github", GH, b"{}"),
           ("n8.so", "empty module + 8 header adds", "n8.so", "/webhooks/github", GH, b"{}"),
           ("r.so", "empty module + (c)'s calls", "r.so", "/webhooks/github", GH, b"{}"),
+          ("hc.so", "empty module + (c) by hand", "hc.so", "/webhooks/github", GH, b"{}"),
           ("xed.so", "empty module + one Ed25519 check", "xed.so", "/webhooks/github", GH, b"{}")]
 CASES += [(c[0] + ".so", "module: " + c[1].replace("hookstamp, ", ""), c[2] + ".so", *c[3:])
           for c in CASES if c[0] in ("b", "c", "c+", "d", "e", "v", "ved", "vs")]
@@ -426,6 +439,13 @@ def instructions_table(counts, args):
         if {c, r, n} <= counts.keys():
             print(f"({c}): its host calls beyond the adds, ({r}) − ({n}), {counts[r] - counts[n]:.0f}; "
                   f"hookstamp's own work, ({c}) − ({r}), {counts[c] - counts[r]:.0f}")
+    # (c) beside its work by hand: the floor of any filter stamping what
+    # (c) stamps, and what hookstamp costs above it.
+    for c, hc, over in [("c", "hc", "n8"), ("c.so", "hc.so", "h8")]:
+        if {c, hc, over} <= counts.keys():
+            print(f"({c}) by hand: ({hc}) − ({over}) {counts[hc] - counts[over]:.0f}, beside ({c}) − ({over}) "
+                  f"{counts[c] - counts[over]:.0f}; hookstamp above the hand, ({c}) − ({hc}), "
+                  f"{counts[c] - counts[hc]:.0f}")
     # (ved) apart: one Ed25519 check alone (the empty filter making it), and
     # the rest of (ved) over (d).
     for v, x, n, d in [("ved", "xed", "n", "d"), ("ved.so", "xed.so", "n.so", "d.so")]:

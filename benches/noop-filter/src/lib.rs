@@ -18,6 +18,10 @@
 //!   with the crate, features and opt-levels hookstamp's builds use, the key
 //!   decompressed at load as hookstamp's is: what the check itself costs in
 //!   the host's code. A verification that fails aborts (the bench sees it).
+//! - `hand`: makes (c)'s eight stamps by hand from the request's two
+//!   headers (`hand`, below) and adds them, in place of the `N` and
+//!   `name: value` adds: what (c)'s own work costs with nothing of
+//!   hookstamp's configuration, checks or generality.
 //!
 //! The bench's (r) makes (c)'s calls: what the calls alone cost, beside
 //! hookstamp's own work in the VM. Built with the feature `crash`
@@ -30,6 +34,17 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 mod module;
+
+// hookstamp's own SHA-256 (ring's natively; in the .wasm, its compression
+// written for V8) and its reading of the proxy-wasm header map: `hand`
+// pays for them what hookstamp pays.
+#[cfg(target_arch = "wasm32")]
+#[allow(dead_code)]
+#[path = "../../../src/pairs.rs"]
+mod pairs;
+#[allow(dead_code)]
+#[path = "../../../src/sha256/mod.rs"]
+mod sha256;
 
 /// A value as long as a lane id, for the `N` headers.
 const VALUE: &str = "934b1a67e16c9f5bbe58f8aec60bcfd8";
@@ -44,6 +59,66 @@ struct Plan {
     why: Option<String>,
     tick: bool,
     ed25519: Option<Ed25519>,
+    hand: bool,
+}
+
+/// (c)'s lane id's message before its key: hookstamp's lane domain, sink 0,
+/// the source id's length and the id `github`, and the mark of a keyed
+/// lane (src/lanes.rs).
+const HAND_LANE: &[u8] = b"hookstamp.lane.v1\0\0\0\0\x06github\x01";
+
+/// The room `hand` builds the idempotency key and the lane id in.
+struct Room {
+    idempotency: [u8; 96],
+    lane: [u8; 32],
+}
+
+impl Default for Room {
+    fn default() -> Self {
+        Room {
+            idempotency: [0; 96],
+            lane: [0; 32],
+        }
+    }
+}
+
+/// (c)'s stamps made by hand from its dedupe key (`x-github-delivery`) and
+/// its lane key (`x-github-hook-id`), in the contract's order: the github
+/// preset's source, tenant and TTL as constants, each key checked to be a
+/// stamp as it is (printable ASCII, nothing to encode), the idempotency
+/// key joined, the lane id hashed and made hex. `None` where a key is not
+/// such a stamp or is too long for `room` (the bench sends neither).
+fn hand<'a>(
+    delivery: &'a [u8],
+    hook: &'a [u8],
+    room: &'a mut Room,
+) -> Option<[(&'static str, &'a [u8]); 8]> {
+    const PREFIX: &[u8] = b"default:github:";
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let stamp = |k: &[u8]| k.iter().all(|b| (0x21..=0x7e).contains(b));
+    let joined = PREFIX.len() + delivery.len();
+    if !stamp(delivery) || !stamp(hook) || joined > room.idempotency.len() {
+        return None;
+    }
+    room.idempotency[..PREFIX.len()].copy_from_slice(PREFIX);
+    room.idempotency[PREFIX.len()..joined].copy_from_slice(delivery);
+    let mut h = sha256::Sha256::new();
+    h.update(HAND_LANE);
+    h.update(hook);
+    for (i, b) in h.finish()[..16].iter().enumerate() {
+        room.lane[2 * i] = HEX[usize::from(b >> 4)];
+        room.lane[2 * i + 1] = HEX[usize::from(b & 15)];
+    }
+    Some([
+        ("x-hookstamp-source", b"github"),
+        ("x-hookstamp-tenant", b"default"),
+        ("x-hookstamp-dedupe-key", delivery),
+        ("x-hookstamp-dedupe-ttl-ms", b"259200000"),
+        ("x-hookstamp-idempotency-key", &room.idempotency[..joined]),
+        ("x-hookstamp-lane-0", &room.lane),
+        ("x-hookstamp-lane-0-key", hook),
+        ("x-hookstamp-lane-0-group", hook),
+    ])
 }
 
 /// A signature to verify a request, made at load.
@@ -94,6 +169,7 @@ fn plan(text: &str) -> Plan {
         while let Some(w) = words.next() {
             match w {
                 "read" => p.read = true,
+                "hand" => p.hand = true,
                 "tick" => p.tick = true,
                 "ed25519" => {
                     let n = words.next().and_then(|n| n.parse().ok()).unwrap_or(0);
@@ -147,19 +223,45 @@ mod filter {
         counters: Vec<u32>,
     }
 
-    /// Reads the request's header map and drops it; whether it had any.
-    fn read_headers() -> bool {
+    /// The request's header map as the host serialises it; `None` where
+    /// it has none.
+    fn header_map() -> Option<Vec<u8>> {
         let (mut data, mut size) = (std::ptr::null_mut(), 0);
         // SAFETY: the host writes the two out-parameters; a buffer it hands
         // over is the SDK allocator's boxed slice of `size` bytes.
         unsafe {
             proxy_get_header_map_pairs(MapType::HttpRequestHeaders as u32, &mut data, &mut size);
-            if data.is_null() {
-                return false;
-            }
-            drop(Vec::from_raw_parts(data, size, size));
+            (!data.is_null()).then(|| Vec::from_raw_parts(data, size, size))
         }
-        size > 4
+    }
+
+    /// Reads the request's header map and drops it; whether it had any.
+    fn read_headers() -> bool {
+        header_map().is_some_and(|m| m.len() > 4)
+    }
+
+    /// `hand`: (c)'s two keys found in the header map as hookstamp reads
+    /// it, its stamps made by hand and added; whether they were.
+    fn add_by_hand() -> bool {
+        let Some(raw) = header_map() else {
+            return false;
+        };
+        let Some(map) = super::pairs::parse(&raw) else {
+            return false;
+        };
+        let find = |name| super::pairs::first_header(&map, name);
+        let (Some(delivery), Some(hook)) = (find("x-github-delivery"), find("x-github-hook-id"))
+        else {
+            return false;
+        };
+        let mut room = super::Room::default();
+        let Some(stamps) = super::hand(delivery, hook, &mut room) else {
+            return false;
+        };
+        for (name, value) in stamps {
+            let _ = hostcalls::add_map_value_bytes(MapType::HttpRequestHeaders, name, value);
+        }
+        true
     }
 
     struct Root {
@@ -214,7 +316,7 @@ mod filter {
             let (c, p) = (&self.calls, &self.calls.plan);
             // A read that finds no headers makes no other call: the bench's
             // test sees the others, so it sees the read taken.
-            if p.read && !read_headers() {
+            if p.read && !read_headers() || p.hand && !add_by_hand() {
                 return Action::Continue;
             }
             if let Some(ed) = &p.ed25519 {

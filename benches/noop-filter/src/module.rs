@@ -138,7 +138,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     let plan = &calls.plan;
     // A read that finds no headers makes no other call: the bench's test
     // sees the others, so it sees the read taken.
-    if plan.read && !read_headers(envoy) {
+    if plan.read && !read_headers(envoy) || plan.hand && !add_by_hand(envoy) {
         return 0;
     }
     if let Some(ed) = &plan.ed25519 {
@@ -180,18 +180,81 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     0
 }
 
-/// Reads the request's header list (its views, left unread); whether it
-/// had any.
-fn read_headers(envoy: *mut c_void) -> bool {
+/// Reads the request's header list into `room` (its views); how many it
+/// had, `None` where it had none or more than `room` holds.
+fn headers(envoy: *mut c_void, room: &mut [View; 24]) -> Option<usize> {
     // SAFETY: Envoy's filter pointer, during its hook; the views are written
     // into room for as many as it reported.
     unsafe {
         let n = envoy_dynamic_module_callback_http_get_headers_size(envoy, 0);
-        let mut room = [std::mem::MaybeUninit::<View>::uninit(); 24];
-        n > 0
+        (n > 0
             && n <= room.len()
-            && envoy_dynamic_module_callback_http_get_headers(envoy, 0, room.as_mut_ptr().cast())
+            && envoy_dynamic_module_callback_http_get_headers(envoy, 0, room.as_mut_ptr()))
+        .then_some(n)
     }
+}
+
+/// Reads the request's header list (its views, left unread); whether it
+/// had any.
+fn read_headers(envoy: *mut c_void) -> bool {
+    headers(envoy, &mut [VIEW; 24]).is_some()
+}
+
+/// A view of nothing, the room's views before Envoy writes them.
+const VIEW: View = View {
+    key: Buffer {
+        ptr: std::ptr::null(),
+        length: 0,
+    },
+    value: Buffer {
+        ptr: std::ptr::null(),
+        length: 0,
+    },
+};
+
+/// A view's bytes.
+fn bytes<'a>(b: Buffer) -> &'a [u8] {
+    match b.ptr.is_null() {
+        true => &[],
+        // SAFETY: a view Envoy wrote, valid during the hook.
+        false => unsafe { std::slice::from_raw_parts(b.ptr.cast::<u8>(), b.length) },
+    }
+}
+
+/// `hand`: (c)'s two keys found in the header list's views (names compared
+/// as hookstamp's module compares them), its stamps made by hand and
+/// added; whether they were.
+fn add_by_hand(envoy: *mut c_void) -> bool {
+    let mut room = [VIEW; 24];
+    let Some(n) = headers(envoy, &mut room) else {
+        return false;
+    };
+    let find = |name: &[u8]| {
+        let at = room[..n]
+            .iter()
+            .find(|v| bytes(v.key).eq_ignore_ascii_case(name))?;
+        Some(bytes(at.value))
+    };
+    let (Some(delivery), Some(hook)) = (find(b"x-github-delivery"), find(b"x-github-hook-id"))
+    else {
+        return false;
+    };
+    let mut stamps = crate::Room::default();
+    let Some(stamps) = crate::hand(delivery, hook, &mut stamps) else {
+        return false;
+    };
+    for (name, value) in stamps {
+        // SAFETY: Envoy's filter pointer, during its hook.
+        unsafe {
+            envoy_dynamic_module_callback_http_add_header(
+                envoy,
+                0,
+                buffer(name.as_bytes()),
+                buffer(value),
+            )
+        };
+    }
+    true
 }
 
 macro_rules! continue_hooks {
