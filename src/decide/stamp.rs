@@ -53,13 +53,15 @@ pub struct Stamped<'a> {
 
 impl<'a> Stamped<'a> {
     /// The stamps, and after them the seal's fields (none without a seal):
-    /// every stamp is in the stamp namespace, no seal field is.
+    /// every stamp is in the stamp namespace, no seal field is. Looked for
+    /// from the end, where the seal's few fields are: a request without a
+    /// seal costs one name's look, not each stamp's.
     pub fn split_seal(&self) -> (&[Stamp<'a>], &[Stamp<'a>]) {
         let at = self
             .headers
             .iter()
-            .position(|(n, _)| !n.starts_with(stamps::PREFIX))
-            .unwrap_or(self.headers.len());
+            .rposition(|(n, _)| n.starts_with(stamps::PREFIX))
+            .map_or(0, |last| last + 1);
         self.headers.split_at(at)
     }
 
@@ -380,5 +382,26 @@ mod tests {
         assert_eq!(w.as_str(), format!("dedupe=absent {} é", "x".repeat(49)));
         w.item(&["lane-", "7", "=absent"]);
         assert!(w.as_str().ends_with(" é lane-7=absent"));
+    }
+
+    #[test]
+    fn the_seal_splits_off_after_the_last_stamp() {
+        let stamp = |n: &'static str| (n, Value::from("v"));
+        let mut s = Stamped::default();
+        assert_eq!(s.split_seal(), (&[][..], &[][..]));
+        s.headers = vec![stamp("x-hookstamp-source"), stamp("x-hookstamp-lane-0")];
+        assert_eq!(s.split_seal(), (&s.headers[..], &[][..]));
+        for fields in [
+            &[crate::seal::SIGNATURE_INPUT, crate::seal::SIGNATURE][..],
+            &[
+                crate::seal::CONTENT_DIGEST,
+                crate::seal::SIGNATURE_INPUT,
+                crate::seal::SIGNATURE,
+            ],
+        ] {
+            s.headers.truncate(2);
+            s.headers.extend(fields.iter().map(|&n| stamp(n)));
+            assert_eq!(s.split_seal(), (&s.headers[..2], &s.headers[2..]));
+        }
     }
 }

@@ -100,12 +100,13 @@ impl X4 {
     /// Words `4i..4i+4` of the block, big-endian.
     #[inline(always)]
     fn load(b: &[u8; 64], i: usize) -> X4 {
-        let mut v = [0; 16];
-        v.copy_from_slice(&b[16 * i..16 * i + 16]);
-        let v = u8x16(
-            v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13],
-            v[14], v[15],
-        );
+        // One vector load in place: a copy of the words first is a call in
+        // V8 (its `memory.copy` leaves the VM), and the bytes one by one
+        // are sixteen lane loads.
+        let at = 16 * (i & 3);
+        // SAFETY: `at + 16 <= 64`, so the load reads the block's own bytes;
+        // `v128_load` takes any alignment.
+        let v = unsafe { v128_load(b.as_ptr().add(at).cast::<v128>()) };
         X4(i8x16_shuffle::<
             3,
             2,
@@ -355,8 +356,14 @@ impl FixedOutputCore for Core {
             .wrapping_mul(512)
             .wrapping_add(8 * buffer.get_pos() as u64);
         buffer.len64_padding_be(bits, |b| compress(&mut self.state, b.as_ref()));
+        // A byte at a time: a four-byte `copy_from_slice` is a call in V8
+        // (`memory.copy` leaves the VM), eight a digest.
         for (o, v) in out.chunks_exact_mut(4).zip(self.state) {
-            o.copy_from_slice(&v.to_be_bytes());
+            let [b0, b1, b2, b3] = v.to_be_bytes();
+            o[0] = b0;
+            o[1] = b1;
+            o[2] = b2;
+            o[3] = b3;
         }
     }
 }
