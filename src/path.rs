@@ -9,6 +9,8 @@
 //! it only decides whether a path is ours, never which source it names (the
 //! raw path must be canonical for that).
 
+use crate::pairs::same;
+
 /// How many rounds of percent-decoding the view applies: a server that
 /// decodes twice turns `%2577` into `w`. Past this, a path that still has
 /// escapes is treated as under any prefix (see `view`).
@@ -42,8 +44,12 @@ pub fn under(raw: &str, prefix: &[String]) -> bool {
             while let [b'/', tail @ ..] = rest {
                 rest = tail;
             }
-            match rest.strip_prefix(p.as_bytes()) {
-                Some(after) if after.first().is_none_or(|&b| b == b'/') => rest = after,
+            match rest.split_at_checked(p.len()) {
+                Some((seg, after))
+                    if same(seg, p.as_bytes()) && after.first().is_none_or(|&b| b == b'/') =>
+                {
+                    rest = after
+                }
                 _ => return false,
             }
         }

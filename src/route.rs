@@ -8,6 +8,7 @@
 
 use crate::config::{Config, Source, DEFAULT_TENANT};
 use crate::names::tenant_ok;
+use crate::pairs::same;
 use crate::path;
 use crate::reply::{self, Reply};
 
@@ -127,7 +128,10 @@ fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
     let path = end.and_then(|e| path.get(..e)).unwrap_or(path);
     let mut segs = Segments { rest: path };
     for want in &cfg.prefix {
-        if segs.next() != Some(want.as_str()) {
+        if !segs
+            .next()
+            .is_some_and(|seg| same(seg.as_bytes(), want.as_bytes()))
+        {
             return Route::UnknownSource;
         }
     }

@@ -79,7 +79,12 @@ pub fn encode_str(s: &str) -> Cow<'_, str> {
 /// encoding of a concatenation is the concatenation of the encodings.
 fn encode_into(out: &mut Vec<u8>, raw: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in raw {
+    // The bytes before the first to encode in one copy (nearly every key
+    // is all of them), not a push each.
+    let plain = raw.iter().position(|&b| !safe(b)).unwrap_or(raw.len());
+    let (plain, rest) = raw.split_at(plain);
+    out.extend_from_slice(plain);
+    for &b in rest {
         if safe(b) {
             out.push(b);
         } else {

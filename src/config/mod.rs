@@ -225,7 +225,8 @@ impl Config {
     pub fn find(&self, id: &str) -> Option<(usize, &Source)> {
         // A few sources: comparing ids is cheaper than hashing one.
         if self.sources.len() <= 8 {
-            return self.sources.iter().enumerate().find(|(_, s)| s.id == id);
+            let named = |s: &Source| crate::pairs::same(s.id.as_bytes(), id.as_bytes());
+            return self.sources.iter().enumerate().find(|(_, s)| named(s));
         }
         let i = *self.by_id.get(id)?;
         Some((i, self.sources.get(i)?))

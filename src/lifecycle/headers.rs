@@ -8,6 +8,7 @@ use super::{send, Failure, Holds, Plugin};
 use crate::decide::{self, Body, Stream};
 use crate::host::{Header, HeadersStatus, StreamHost};
 use crate::metrics::bump;
+use crate::pairs;
 use crate::reply::{self, Reply};
 use crate::route::{self, Route, Target};
 use crate::strip::{self, strip};
@@ -337,7 +338,7 @@ fn refuse_busy<K>(host: &mut impl StreamHost, w: &Held<K>, r: &Reply) -> Headers
 fn lossy<'h>(headers: &[Header<'h>], name: &str) -> Cow<'h, str> {
     let value = headers
         .iter()
-        .find(|(n, _)| *n == name)
+        .find(|(n, _)| pairs::same(n.as_bytes(), name.as_bytes()))
         .map_or(&[][..], |(_, v)| v);
     // Nearly always text: checked once, borrowed; the lossy form otherwise.
     match std::str::from_utf8(value) {
@@ -349,7 +350,7 @@ fn lossy<'h>(headers: &[Header<'h>], name: &str) -> Cow<'h, str> {
 fn text<'h>(headers: &[Header<'h>], name: &str) -> &'h str {
     headers
         .iter()
-        .find(|(n, _)| *n == name)
+        .find(|(n, _)| pairs::same(n.as_bytes(), name.as_bytes()))
         .and_then(|(_, v)| std::str::from_utf8(v).ok())
         .unwrap_or("")
 }
