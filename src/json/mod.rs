@@ -25,6 +25,7 @@ mod lex;
 #[cfg(test)]
 mod tests;
 
+use crate::pairs::same;
 use lex::Parser;
 use std::borrow::Cow;
 
@@ -72,13 +73,14 @@ pub fn scan<'a>(body: &'a [u8], paths: &[Path]) -> Result<Vec<Option<Scalar<'a>>
     let mut walk = Walk {
         out: vec![None; paths.len()],
     };
-    let all = paths.iter().enumerate().map(|(slot, path)| Cand {
-        slot,
-        rest: path.as_slice(),
-    });
     let mut few = [Cand::NONE; FEW];
     let mut many = Vec::new();
-    let all = gather(&mut few, &mut many, paths.len(), all);
+    let all = gather(&mut few, &mut many, paths, |slot, path| {
+        Some(Cand {
+            slot,
+            rest: path.as_slice(),
+        })
+    });
     p.ws();
     let ok = walk.value_on(&mut p, all).is_some() && {
         p.ws();
@@ -114,24 +116,30 @@ fn invalid_at(body: &[u8], stop: usize) -> usize {
 /// Up to this many paths, the candidates of a key are kept on the stack.
 const FEW: usize = 8;
 
-/// The candidates `cands` yields, at most `bound` of them: in `few` where
-/// they fit (no allocation per key), else in `many`. Inlined: called once
-/// a key, and a call cost (d) some 300 instructions a request.
+/// The candidates `take` makes of `items` (given each one's index): in
+/// `few` where they fit (no allocation per key), else in `many`. Inlined,
+/// and a loop with `take` called in it: called once a key, a call cost (d)
+/// some 300 instructions a request, and an iterator adapter's closure is a
+/// call per item at the .wasm's opt-level.
 #[inline(always)]
-fn gather<'s, 'p>(
+fn gather<'s, 'i, 'p, T>(
     few: &'s mut [Cand<'p>; FEW],
     many: &'s mut Vec<Cand<'p>>,
-    bound: usize,
-    cands: impl Iterator<Item = Cand<'p>>,
+    items: &'i [T],
+    mut take: impl FnMut(usize, &'i T) -> Option<Cand<'p>>,
 ) -> &'s [Cand<'p>] {
-    if bound > FEW {
-        many.extend(cands);
+    if items.len() > FEW {
+        for (i, item) in items.iter().enumerate() {
+            many.extend(take(i, item));
+        }
         return many;
     }
     let mut n = 0;
-    for (slot, c) in few.iter_mut().zip(cands) {
-        *slot = c;
-        n += 1;
+    for (i, item) in items.iter().enumerate() {
+        if let (Some(c), Some(slot)) = (take(i, item), few.get_mut(n)) {
+            *slot = c;
+            n += 1;
+        }
     }
     few.get(..n).unwrap_or_default()
 }
@@ -195,13 +203,12 @@ impl<'a> Walk<'a> {
             p.expect(b':')?;
             p.ws();
             // The paths that take this key, one key further on.
-            let on = cands.iter().filter_map(|c| match c.rest.split_first() {
-                Some((seg, rest)) if seg.as_bytes() == &*key => Some(Cand { slot: c.slot, rest }),
-                _ => None,
-            });
             let mut few = [Cand::NONE; FEW];
             let mut many = Vec::new();
-            let sub = gather(&mut few, &mut many, cands.len(), on);
+            let sub = gather(&mut few, &mut many, cands, |_, c| {
+                let (seg, rest) = c.rest.split_first()?;
+                same(seg.as_bytes(), &key).then_some(Cand { slot: c.slot, rest })
+            });
             if sub.is_empty() {
                 p.skip_value()?;
             } else {
