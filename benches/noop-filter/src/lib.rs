@@ -83,17 +83,18 @@ impl Default for Room {
 }
 
 /// (c)'s stamps made by hand from its dedupe key (`x-github-delivery`) and
-/// its lane key (`x-github-hook-id`), in the contract's order: the github
-/// preset's source, tenant and TTL as constants, each key checked to be a
-/// stamp as it is (printable ASCII, nothing to encode), the idempotency
-/// key joined, the lane id hashed and made hex. `None` where a key is not
-/// such a stamp or is too long for `room` (the bench sends neither).
+/// its lane key (`x-github-hook-id`), each as `header` finds it, in the
+/// contract's order: the github preset's source, tenant and TTL as
+/// constants, each key checked to be a stamp as it is (printable ASCII,
+/// nothing to encode), the idempotency key joined, the lane id hashed and
+/// made hex. `None` where a key is missing, is not such a stamp or is too
+/// long for `room` (the bench sends none of those).
 fn hand<'a>(
-    delivery: &'a [u8],
-    hook: &'a [u8],
+    header: impl Fn(&str) -> Option<&'a [u8]>,
     room: &'a mut Room,
 ) -> Option<[(&'static str, &'a [u8]); 8]> {
     const PREFIX: &[u8] = b"default:github:";
+    let (delivery, hook) = (header("x-github-delivery")?, header("x-github-hook-id")?);
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let stamp = |k: &[u8]| k.iter().all(|b| (0x21..=0x7e).contains(b));
     let joined = PREFIX.len() + delivery.len();
@@ -249,13 +250,8 @@ mod filter {
         let Some(map) = super::pairs::parse(&raw) else {
             return false;
         };
-        let find = |name| super::pairs::first_header(&map, name);
-        let (Some(delivery), Some(hook)) = (find("x-github-delivery"), find("x-github-hook-id"))
-        else {
-            return false;
-        };
         let mut room = super::Room::default();
-        let Some(stamps) = super::hand(delivery, hook, &mut room) else {
+        let Some(stamps) = super::hand(|n| super::pairs::first_header(&map, n), &mut room) else {
             return false;
         };
         for (name, value) in stamps {

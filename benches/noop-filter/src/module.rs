@@ -229,18 +229,14 @@ fn add_by_hand(envoy: *mut c_void) -> bool {
     let Some(n) = headers(envoy, &mut room) else {
         return false;
     };
-    let find = |name: &[u8]| {
+    let header = |name: &str| {
         let at = room[..n]
             .iter()
-            .find(|v| bytes(v.key).eq_ignore_ascii_case(name))?;
+            .find(|v| bytes(v.key).eq_ignore_ascii_case(name.as_bytes()))?;
         Some(bytes(at.value))
     };
-    let (Some(delivery), Some(hook)) = (find(b"x-github-delivery"), find(b"x-github-hook-id"))
-    else {
-        return false;
-    };
     let mut stamps = crate::Room::default();
-    let Some(stamps) = crate::hand(delivery, hook, &mut stamps) else {
+    let Some(stamps) = crate::hand(header, &mut stamps) else {
         return false;
     };
     for (name, value) in stamps {
