@@ -197,14 +197,17 @@ impl<'a> Walk<'a> {
             p.i += 1;
             return Some(());
         }
+        // Room for each key's paths, made once an object: a vector made
+        // and dropped a key is a call to free it in the .wasm, even empty.
+        let mut few = [Cand::NONE; FEW];
+        let mut many = Vec::new();
         loop {
             let key = p.string()?;
             p.ws();
             p.expect(b':')?;
             p.ws();
             // The paths that take this key, one key further on.
-            let mut few = [Cand::NONE; FEW];
-            let mut many = Vec::new();
+            many.clear();
             let sub = gather(&mut few, &mut many, cands, |_, c| {
                 let (seg, rest) = c.rest.split_first()?;
                 same(seg.as_bytes(), &key).then_some(Cand { slot: c.slot, rest })
