@@ -400,9 +400,18 @@ def instructions(case, args, tmp):
     `args.requests` requests, after as many to warm the VM's compiler up."""
     label, _, env, path, headers, body = case
     out = Path(tmp) / f"callgrind.{label}"
-    e, port = start(env, timeout=600, prefix=[
-        "valgrind", "--tool=callgrind", "--instr-atstart=no", "--smc-check=all-non-file",
-        f"--callgrind-out-file={out}"])
+    vlog = Path(tmp) / f"valgrind.{label}.log"
+    prefix = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--smc-check=all-non-file",
+              f"--callgrind-out-file={out}", f"--log-file={vlog}"]
+    # An Envoy that exits as valgrind starts it is started once more, with
+    # valgrind's own words on why printed (a count is made only of an Envoy
+    # that serves; one that fails twice ends the run).
+    try:
+        e, port = start(env, timeout=600, prefix=prefix)
+    except RuntimeError as err:
+        why = vlog.read_text(errors="replace")[-2000:] if vlog.exists() else ""
+        print(f"({label}) under callgrind: {err}\nvalgrind: {why}\nstarting it again", file=sys.stderr)
+        e, port = start(env, timeout=600, prefix=prefix)
     try:
         client = Client(port, path, headers, body)
         for _ in range(args.requests):
