@@ -302,7 +302,7 @@ impl ConfigHost for Wasm {
     }
 
     fn now_ms(&mut self) -> u64 {
-        self.clock.unwrap_or_else(now_ms)
+        StreamHost::now_ms(self)
     }
 
     fn log(&mut self, level: Level, message: &str) {

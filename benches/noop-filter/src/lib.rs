@@ -36,8 +36,9 @@
 mod module;
 
 // hookstamp's own SHA-256 (ring's natively; in the .wasm, its compression
-// written for V8) and its reading of the proxy-wasm header map: `hand`
-// pays for them what hookstamp pays.
+// written for V8), its reading of the proxy-wasm header map and its
+// stamps' names, encoding rule and hex: `hand` pays for them what
+// hookstamp pays.
 #[cfg(target_arch = "wasm32")]
 #[allow(dead_code)]
 #[path = "../../../src/pairs.rs"]
@@ -45,6 +46,9 @@ mod pairs;
 #[allow(dead_code)]
 #[path = "../../../src/sha256/mod.rs"]
 mod sha256;
+#[allow(dead_code)]
+#[path = "../../../src/stamps.rs"]
+mod stamps;
 
 /// A value as long as a lane id, for the `N` headers.
 const VALUE: &str = "934b1a67e16c9f5bbe58f8aec60bcfd8";
@@ -67,17 +71,15 @@ struct Plan {
 /// lane (src/lanes.rs).
 const HAND_LANE: &[u8] = b"hookstamp.lane.v1\0\0\0\0\x06github\x01";
 
-/// The room `hand` builds the idempotency key and the lane id in.
+/// The room `hand` builds the idempotency key in.
 struct Room {
     idempotency: [u8; 96],
-    lane: [u8; 32],
 }
 
 impl Default for Room {
     fn default() -> Self {
         Room {
             idempotency: [0; 96],
-            lane: [0; 32],
         }
     }
 }
@@ -85,20 +87,20 @@ impl Default for Room {
 /// (c)'s stamps made by hand from its dedupe key (`x-github-delivery`) and
 /// its lane key (`x-github-hook-id`), each as `header` finds it, in the
 /// contract's order: the github preset's source, tenant and TTL as
-/// constants, each key checked to be a stamp as it is (printable ASCII,
-/// nothing to encode), the idempotency key joined, the lane id hashed and
-/// made hex. `None` where a key is missing, is not such a stamp or is too
-/// long for `room` (the bench sends none of those).
+/// constants, each key checked to need no encoding (hookstamp's rule,
+/// `stamps::encode`), the idempotency key joined, the lane id hashed and
+/// made hex (`stamps::Hex`). `None` where a key is missing, would need
+/// encoding or is too long for `room` (the bench sends none of those).
 fn hand<'a>(
     header: impl Fn(&str) -> Option<&'a [u8]>,
     room: &'a mut Room,
+    lane: &'a mut stamps::Hex,
 ) -> Option<[(&'static str, &'a [u8]); 8]> {
     const PREFIX: &[u8] = b"default:github:";
     let (delivery, hook) = (header("x-github-delivery")?, header("x-github-hook-id")?);
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let stamp = |k: &[u8]| k.iter().all(|b| (0x21..=0x7e).contains(b));
+    let as_is = |k: &[u8]| matches!(stamps::encode(k), std::borrow::Cow::Borrowed(_));
     let joined = PREFIX.len() + delivery.len();
-    if !stamp(delivery) || !stamp(hook) || joined > room.idempotency.len() {
+    if !as_is(delivery) || !as_is(hook) || joined > room.idempotency.len() {
         return None;
     }
     room.idempotency[..PREFIX.len()].copy_from_slice(PREFIX);
@@ -106,17 +108,16 @@ fn hand<'a>(
     let mut h = sha256::Sha256::new();
     h.update(HAND_LANE);
     h.update(hook);
-    for (i, b) in h.finish()[..16].iter().enumerate() {
-        room.lane[2 * i] = HEX[usize::from(b >> 4)];
-        room.lane[2 * i + 1] = HEX[usize::from(b & 15)];
-    }
+    let mut id = [0; 16];
+    id.copy_from_slice(&h.finish()[..16]);
+    *lane = stamps::Hex::of(&id);
     Some([
-        ("x-hookstamp-source", b"github"),
-        ("x-hookstamp-tenant", b"default"),
-        ("x-hookstamp-dedupe-key", delivery),
-        ("x-hookstamp-dedupe-ttl-ms", b"259200000"),
-        ("x-hookstamp-idempotency-key", &room.idempotency[..joined]),
-        ("x-hookstamp-lane-0", &room.lane),
+        (stamps::SOURCE, b"github"),
+        (stamps::TENANT, b"default"),
+        (stamps::DEDUPE_KEY, delivery),
+        (stamps::DEDUPE_TTL_MS, b"259200000"),
+        (stamps::IDEMPOTENCY_KEY, &room.idempotency[..joined]),
+        ("x-hookstamp-lane-0", lane.as_str().as_bytes()),
         ("x-hookstamp-lane-0-key", hook),
         ("x-hookstamp-lane-0-group", hook),
     ])
@@ -250,8 +251,9 @@ mod filter {
         let Some(map) = super::pairs::parse(&raw) else {
             return false;
         };
-        let mut room = super::Room::default();
-        let Some(stamps) = super::hand(|n| super::pairs::first_header(&map, n), &mut room) else {
+        let (mut room, mut lane) = (super::Room::default(), super::stamps::Hex::of(&[0; 16]));
+        let found = |n: &str| super::pairs::first_header(&map, n);
+        let Some(stamps) = super::hand(found, &mut room, &mut lane) else {
             return false;
         };
         for (name, value) in stamps {

@@ -235,8 +235,8 @@ fn add_by_hand(envoy: *mut c_void) -> bool {
             .find(|v| bytes(v.key).eq_ignore_ascii_case(name.as_bytes()))?;
         Some(bytes(at.value))
     };
-    let mut stamps = crate::Room::default();
-    let Some(stamps) = crate::hand(header, &mut stamps) else {
+    let (mut room, mut lane) = (crate::Room::default(), crate::stamps::Hex::of(&[0; 16]));
+    let Some(stamps) = crate::hand(header, &mut room, &mut lane) else {
         return false;
     };
     for (name, value) in stamps {
