@@ -4,7 +4,7 @@
 //! The lane id is derived, not stored, so any upstream can recompute it.
 
 use crate::key::KeySource;
-use crate::sha256::Sha256;
+use crate::sha256::{self, Sha256};
 use crate::stamps;
 use std::borrow::Cow;
 
@@ -171,19 +171,15 @@ pub fn lane_id(sink: u16, source_id: &str, key: Option<&[u8]>) -> [u8; 16] {
 /// 0x01 || key)`: the shape of every id hookstamp derives (lanes,
 /// affinity), so that an upstream recomputes one the same way.
 pub fn id16(domain: &[u8], parts: &[&[u8]], key: Option<&[u8]>) -> [u8; 16] {
-    let mut h = Sha256::new();
-    h.update(domain);
-    for p in parts {
-        h.update(p);
-    }
-    match key {
-        None => h.update(&[0u8]),
-        Some(k) => {
-            h.update(&[1u8]);
-            h.update(k);
-        }
-    }
-    let digest = h.finish();
+    let (mark, key): (&[u8], &[u8]) = match key {
+        None => (&[0], &[]),
+        Some(k) => (&[1], k),
+    };
+    let pieces = [domain]
+        .into_iter()
+        .chain(parts.iter().copied())
+        .chain([mark, key]);
+    let digest = sha256::digest_joined(pieces);
     let mut id = [0u8; 16];
     id.copy_from_slice(&digest[..16]);
     id

@@ -21,7 +21,7 @@ pub fn parse(raw: &[u8]) -> Option<Vec<(&str, &[u8])>> {
     let mut map = Vec::with_capacity(count);
     // One check of the whole buffer serves every name where it is text (a
     // header map nearly always is); otherwise each name on its own.
-    let text = std::str::from_utf8(raw).ok();
+    let text = ascii(raw).or_else(|| std::str::from_utf8(raw).ok());
     for i in 0..count {
         let name_len = usize::try_from(u32le(raw, 4 + 8 * i)?).ok()?;
         let value_len = usize::try_from(u32le(raw, 8 + 8 * i)?).ok()?;
@@ -120,6 +120,36 @@ pub fn same(a: &[u8], b: &[u8]) -> bool {
     true
 }
 
+/// `b` as text where it is ASCII (a header map nearly always is): UTF-8's
+/// own check of a header map costs some 700 instructions in V8 a request.
+#[inline]
+pub fn ascii(b: &[u8]) -> Option<&str> {
+    // Natively the standard check (by vector words); in the .wasm sixteen
+    // bytes at a time, where the standard one, at the .wasm's opt-level,
+    // loops over four-byte words: some 600 instructions on (d) in Envoy.
+    #[cfg(not(target_arch = "wasm32"))]
+    let is = b.is_ascii();
+    #[cfg(target_arch = "wasm32")]
+    let is = ascii_by_16(b);
+    // SAFETY: ASCII is UTF-8.
+    is.then(|| unsafe { std::str::from_utf8_unchecked(b) })
+}
+
+/// Whether `b` is ASCII, sixteen bytes at a time as two words.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+fn ascii_by_16(b: &[u8]) -> bool {
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().unwrap_or_default());
+    let mut chunks = b.chunks_exact(16);
+    let mut high = 0;
+    for c in chunks.by_ref() {
+        high |= word(&c[..8]) | word(&c[8..]);
+    }
+    for &c in chunks.remainder() {
+        high |= u64::from(c);
+    }
+    high & 0x8080_8080_8080_8080 == 0
+}
+
 /// Request headers Envoy keeps once, joining a repeat onto the first value
 /// with `,` (its inline headers, and the custom inline ones its extensions
 /// register): the filter sees `a,b` for a header sent twice. Checked
@@ -208,6 +238,26 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ascii_is_utf8_of_ascii_only() {
+        // Every length about a chunk's, with a high byte at each place.
+        for len in 0..40 {
+            let plain = vec![b'a'; len];
+            assert_eq!(ascii(&plain), std::str::from_utf8(&plain).ok());
+            assert!(ascii_by_16(&plain));
+            for at in 0..len {
+                for high in [0x80, 0xC3, 0xFF] {
+                    let mut b = plain.clone();
+                    b[at] = high;
+                    assert_eq!(ascii(&b), None, "{len} {at} {high}");
+                    assert!(!ascii_by_16(&b), "{len} {at} {high}");
+                }
+            }
+        }
+        assert_eq!(ascii("é".as_bytes()), None);
+        assert_eq!(ascii(b"\x7f\0 ~"), Some("\x7f\0 ~"));
+    }
 
     #[test]
     fn same_is_equality() {

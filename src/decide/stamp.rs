@@ -38,10 +38,10 @@ pub struct Stamped<'a> {
     pub dedupe_key_hashed: bool,
     /// The sinks whose lane key was over its limit and is stamped as its
     /// hash.
-    pub lane_keys_hashed: Vec<u16>,
+    pub lane_keys_hashed: Sinks,
     /// The sinks whose group was longer than their broker takes and is
     /// stamped as its hash (`lanes::group`).
-    pub lane_groups_hashed: Vec<u16>,
+    pub lane_groups_hashed: Sinks,
     /// The source has an event type but the request had none: why.
     pub event_type_missing: Option<Missing>,
     /// The event type the source's `events` rule drops (after the 128-byte
@@ -96,10 +96,39 @@ impl<'a> Stamped<'a> {
         for (sink, m) in &self.lane_keys_missing {
             out.item(&["lane-", &sink.to_string(), "=", m.as_str()]);
         }
-        for sink in &self.lane_groups_hashed {
+        for sink in self.lane_groups_hashed.iter() {
             out.item(&["lane-", &sink.to_string(), "-group=hashed"]);
         }
         out
+    }
+}
+
+/// A set of sinks by index (a configuration has at most 64): a vector's
+/// worth of answer with no allocation, and none to free on every request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sinks(u64);
+
+const _: () = assert!(crate::config::bounds::MAX_SINKS <= 64);
+
+impl Sinks {
+    pub fn insert(&mut self, sink: u16) {
+        self.0 |= 1u64.checked_shl(u32::from(sink)).unwrap_or(0);
+    }
+
+    pub fn contains(&self, sink: u16) -> bool {
+        self.0 & 1u64.checked_shl(u32::from(sink)).unwrap_or(0) != 0
+    }
+
+    /// The sinks, by index.
+    pub fn iter(self) -> impl Iterator<Item = u16> {
+        let mut left = self.0;
+        std::iter::from_fn(move || {
+            let sink = u16::try_from(left.trailing_zeros())
+                .ok()
+                .filter(|&s| s < 64)?;
+            left &= left - 1;
+            Some(sink)
+        })
     }
 }
 
@@ -311,7 +340,7 @@ fn lane_stamps<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) ->
     let key = lane.key.as_ref().filter(|_| !m.unverified());
     let k = key.and_then(|k| m.lookup(k)).map(|raw| {
         if raw.len() > MAX_LANE_KEY {
-            out.lane_keys_hashed.push(lane.sink);
+            out.lane_keys_hashed.insert(lane.sink);
         }
         key::cap(raw, MAX_LANE_KEY)
     });
@@ -332,7 +361,7 @@ fn lane_stamps<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) ->
         lane.group_max,
     );
     if hashed {
-        out.lane_groups_hashed.push(lane.sink);
+        out.lane_groups_hashed.insert(lane.sink);
     }
     let h = &mut out.headers;
     h.push((id_name, Value::Id(stamps::Hex::of(&raw_id))));
@@ -357,7 +386,7 @@ fn keyless_lane<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) {
     let encoded = Cow::Owned(stamps::encode_string(group));
     let (group, hashed) = lanes::group(encoded, None, lane.group_max);
     if hashed {
-        out.lane_groups_hashed.push(lane.sink);
+        out.lane_groups_hashed.insert(lane.sink);
     }
     // No key stamp: the group says keyless, and an empty value is one an
     // Envoy dynamic module cannot set (docs/keys.md).
@@ -368,6 +397,17 @@ fn keyless_lane<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sinks_are_a_set_in_order() {
+        let mut s = Sinks::default();
+        assert_eq!(s.iter().count(), 0);
+        for sink in [63, 0, 5, 5, 40] {
+            s.insert(sink);
+        }
+        assert_eq!(s.iter().collect::<Vec<_>>(), [0, 5, 40, 63]);
+        assert!(s.contains(40) && !s.contains(41));
+    }
 
     #[test]
     fn why_moves_to_the_heap_past_its_room_and_keeps_every_item() {

@@ -11,6 +11,7 @@ use crate::host::{
     ConfigHost, DataStatus, Header, HeadersStatus, HostError, HostResult, Level, MetricKind,
     StreamHost,
 };
+use crate::pairs;
 use crate::reply::Reply;
 use std::cell::Cell;
 use std::mem::MaybeUninit;
@@ -124,18 +125,6 @@ impl ConfigHost for Loader {
 #[derive(Clone, Copy)]
 pub struct Envoy(pub FilterEnvoyPtr);
 
-/// A header name as text. Envoy's codecs admit only token characters in a
-/// name, so this is a check that cannot fail in practice, and an ASCII
-/// check (by words) is cheaper than UTF-8 validation.
-fn ascii(name: &[u8]) -> Option<&str> {
-    if name.is_ascii() {
-        // SAFETY: ASCII is UTF-8.
-        Some(unsafe { std::str::from_utf8_unchecked(name) })
-    } else {
-        None
-    }
-}
-
 thread_local! {
     /// The worker's header list, empty, between requests: one allocation
     /// a worker, not one a request.
@@ -210,7 +199,10 @@ impl Envoy {
                     .bytes(),
                 )
             };
-            out.push((ascii(name).ok_or_else(|| failed(call))?, value));
+            // Envoy's codecs admit only token characters in a name: a
+            // check that cannot fail in practice, and ASCII's is cheaper
+            // than UTF-8's.
+            out.push((pairs::ascii(name).ok_or_else(|| failed(call))?, value));
         }
         Ok(out)
     }

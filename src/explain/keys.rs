@@ -129,7 +129,7 @@ fn lane_line(k: &Keys, lane: &Lane) -> String {
             describe(src, key),
             became(
                 &v,
-                stamped.lane_keys_hashed.contains(&lane.sink),
+                stamped.lane_keys_hashed.contains(lane.sink),
                 MAX_LANE_KEY
             ),
             group_note(lane, stamped)
@@ -219,7 +219,7 @@ fn group_note(lane: &Lane, stamped: &Stamped) -> String {
         GroupScope::Tenant => "k:<tenant>/<stamped key> (group_scope tenant)",
     };
     match lane.group_max {
-        Some(max) if stamped.lane_groups_hashed.contains(&lane.sink) => format!(
+        Some(max) if stamped.lane_groups_hashed.contains(lane.sink) => format!(
             "; its group hashed, as {group} is over the {max} characters the sink's broker takes"
         ),
         _ => String::new(),

@@ -341,9 +341,9 @@ fn lossy<'h>(headers: &[Header<'h>], name: &str) -> Cow<'h, str> {
         .find(|(n, _)| pairs::same(n.as_bytes(), name.as_bytes()))
         .map_or(&[][..], |(_, v)| v);
     // Nearly always text: checked once, borrowed; the lossy form otherwise.
-    match std::str::from_utf8(value) {
-        Ok(s) => Cow::Borrowed(s),
-        Err(_) => String::from_utf8_lossy(value),
+    match pairs::ascii(value) {
+        Some(s) => Cow::Borrowed(s),
+        None => String::from_utf8_lossy(value),
     }
 }
 
@@ -351,6 +351,6 @@ fn text<'h>(headers: &[Header<'h>], name: &str) -> &'h str {
     headers
         .iter()
         .find(|(n, _)| pairs::same(n.as_bytes(), name.as_bytes()))
-        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .and_then(|(_, v)| pairs::ascii(v).or_else(|| std::str::from_utf8(v).ok()))
         .unwrap_or("")
 }
