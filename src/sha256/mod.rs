@@ -219,6 +219,22 @@ mod tests {
     }
 
     proptest! {
+        /// The pieces joined hash as the whole, gathered (a short message)
+        /// or not (one longer than the room).
+        #[test]
+        fn joined_is_the_whole(
+            data in proptest::collection::vec(any::<u8>(), 0..400),
+            cuts in proptest::collection::vec(0usize..400, 0..8),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
+            cuts.sort_unstable();
+            let ends = cuts.iter().copied().chain([data.len()]);
+            let starts = [0].into_iter().chain(cuts.iter().copied());
+            let pieces: Vec<&[u8]> = starts.zip(ends).map(|(a, b)| &data[a..b]).collect();
+            let whole = sha2::Sha256::digest(&data);
+            prop_assert_eq!(&digest_joined(pieces.iter().copied())[..], &whole[..]);
+        }
+
         /// Natively ring's, and the .wasm's (`block`), held to RustCrypto's
         /// sha2 on any key, message and cut into pieces.
         #[test]
