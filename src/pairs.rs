@@ -21,7 +21,7 @@ pub fn parse(raw: &[u8]) -> Option<Vec<(&str, &[u8])>> {
     let mut map = Vec::with_capacity(count);
     // One check of the whole buffer serves every name where it is text (a
     // header map nearly always is); otherwise each name on its own.
-    let text = ascii(raw).or_else(|| std::str::from_utf8(raw).ok());
+    let text = text(raw);
     for i in 0..count {
         let name_len = usize::try_from(u32le(raw, 4 + 8 * i)?).ok()?;
         let value_len = usize::try_from(u32le(raw, 8 + 8 * i)?).ok()?;
@@ -133,6 +133,13 @@ pub fn ascii(b: &[u8]) -> Option<&str> {
     let is = ascii_by_16(b);
     // SAFETY: ASCII is UTF-8.
     is.then(|| unsafe { std::str::from_utf8_unchecked(b) })
+}
+
+/// `b` as text where it is UTF-8: ASCII's check first, UTF-8's only where
+/// a byte is not ASCII.
+#[inline]
+pub fn text(b: &[u8]) -> Option<&str> {
+    ascii(b).or_else(|| std::str::from_utf8(b).ok())
 }
 
 /// Whether `b` is ASCII, sixteen bytes at a time as two words.

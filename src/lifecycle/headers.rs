@@ -351,6 +351,6 @@ fn text<'h>(headers: &[Header<'h>], name: &str) -> &'h str {
     headers
         .iter()
         .find(|(n, _)| pairs::same(n.as_bytes(), name.as_bytes()))
-        .and_then(|(_, v)| pairs::ascii(v).or_else(|| std::str::from_utf8(v).ok()))
+        .and_then(|(_, v)| pairs::text(v))
         .unwrap_or("")
 }
