@@ -336,10 +336,7 @@ fn refuse_busy<K>(host: &mut impl StreamHost, w: &Held<K>, r: &Reply) -> Headers
 }
 
 fn lossy<'h>(headers: &[Header<'h>], name: &str) -> Cow<'h, str> {
-    let value = headers
-        .iter()
-        .find(|(n, _)| pairs::same(n.as_bytes(), name.as_bytes()))
-        .map_or(&[][..], |(_, v)| v);
+    let value = value(headers, name).unwrap_or_default();
     // Nearly always text: checked once, borrowed; the lossy form otherwise.
     match pairs::ascii(value) {
         Some(s) => Cow::Borrowed(s),
@@ -348,9 +345,14 @@ fn lossy<'h>(headers: &[Header<'h>], name: &str) -> Cow<'h, str> {
 }
 
 fn text<'h>(headers: &[Header<'h>], name: &str) -> &'h str {
-    headers
+    value(headers, name).and_then(pairs::text).unwrap_or("")
+}
+
+/// The value of the header named exactly `name` (a pseudo-header, or one
+/// the proxy hands over lowercase), the first where it repeats.
+fn value<'h>(headers: &[Header<'h>], name: &str) -> Option<&'h [u8]> {
+    let (_, v) = headers
         .iter()
-        .find(|(n, _)| pairs::same(n.as_bytes(), name.as_bytes()))
-        .and_then(|(_, v)| pairs::text(v))
-        .unwrap_or("")
+        .find(|(n, _)| pairs::same(n.as_bytes(), name.as_bytes()))?;
+    Some(v)
 }
