@@ -3,7 +3,8 @@
 # rows (b), (c) and (d) through the lifecycle (benches/requests/main.rs): each row
 # run for 200 and 1200 requests, the difference over 1000. Symbols kept, so
 # `callgrind_annotate target/core-cost/<row>.1200.out` shows where it goes.
-# OPT=s builds it at the .wasm's opt-level (in a target dir of its own):
+# OPT=2 builds it at the .wasm crate's opt-level (in a target dir of its
+# own; its inliner's threshold is scripts/build-wasm.sh's, not the .wasm's):
 # where the .wasm's own work goes, by function, which V8's code does not say.
 set -eu
 cd "$(dirname "$0")/.."

@@ -125,7 +125,7 @@ impl Handshake {
             }
             Handshake::Discord => {
                 let found = json::extract(body, &[vec!["type".to_owned()]])?;
-                matches!(found[0], Some(Scalar::Int("1")))
+                matches!(&found[0], Some(Scalar::Int(n)) if **n == *b"1")
                     .then(|| reply::handshake(r#"{"type":1}"#.to_owned(), JSON))
             }
             Handshake::Zoom => {

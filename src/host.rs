@@ -10,6 +10,7 @@
 //! ABI.
 
 use crate::reply::Reply;
+use std::cell::Cell;
 use std::fmt;
 
 /// A host call that did not succeed: which call, and the ABI's status.
@@ -67,6 +68,36 @@ pub enum DataStatus {
 /// A header as the proxy holds it: its name (text: both ABIs' codecs admit
 /// only token characters) and its value, borrowed for the callback.
 pub type Header<'h> = (&'h str, &'h [u8]);
+
+thread_local! {
+    /// The worker's header list, empty, between its requests: one
+    /// allocation a worker, not one a request.
+    static SPARE_LIST: Cell<Option<Vec<Header<'static>>>> = const { Cell::new(None) };
+}
+
+/// An empty header list for a request's headers: the worker's spare one
+/// (`keep_spare`), or a new one. For an adapter's `request_headers`.
+pub fn spare_list<'b>() -> Vec<Header<'b>> {
+    SPARE_LIST.with(Cell::take).map_or_else(Vec::new, relabel)
+}
+
+/// Keeps a request's header list, emptied, as the worker's spare: for an
+/// adapter's `headers_done`.
+pub fn keep_spare(list: Vec<Header<'_>>) {
+    let kept = relabel(list);
+    SPARE_LIST.with(|l| l.set(Some(kept)));
+}
+
+/// An empty header list of any lifetime, in the allocation of `list`: the
+/// list is emptied, and an in-place collect keeps its buffer (the two
+/// element types are one layout).
+fn relabel<'a, 'b>(mut list: Vec<Header<'a>>) -> Vec<Header<'b>> {
+    list.clear();
+    // Not a filter: the item type changes (its lifetime), which the
+    // in-place collect needs.
+    #[allow(clippy::unnecessary_filter_map)]
+    list.into_iter().filter_map(|_| None).collect()
+}
 
 /// The proxy at load time, and on the tick: what a configuration needs
 /// beyond any one request. Every call that can fail returns a

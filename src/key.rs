@@ -1,6 +1,7 @@
 //! Where a key comes from (a key expression), how one is evaluated, and the
 //! length rule both kinds of key share.
 
+use crate::json::Scalar;
 use std::borrow::Cow;
 
 /// Where a dedupe or ordering key is read from.
@@ -48,21 +49,10 @@ impl KeySource {
     }
 }
 
-/// A value found in the body at a path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Found<'a> {
-    Str(Cow<'a, [u8]>),
-    /// An integer, as exact decimal text.
-    Int(Cow<'a, [u8]>),
-    /// A value that is not a key (a float, a boolean, null, an object, an
-    /// array).
-    Other,
-}
-
 /// What a request offers its key expressions.
 pub struct Values<'v, 'a> {
     pub headers: &'v [Option<&'a [u8]>],
-    pub json: &'v [Option<Found<'a>>],
+    pub json: &'v [Option<Scalar<'a>>],
     pub form: &'v [Option<Vec<u8>>],
     /// What became of the body (for the reason a key is missing).
     pub body: BodyState,
@@ -166,7 +156,7 @@ pub fn why(k: &KeySource, v: &Values<'_, '_>) -> Missing {
             BodyState::Form(FormJson::NoField) => Missing::Absent,
             _ => match v.json.get(*path).and_then(Option::as_ref) {
                 None => Missing::Absent,
-                Some(Found::Str(s)) if s.is_empty() => Missing::Empty,
+                Some(Scalar::Str(s)) if s.is_empty() => Missing::Empty,
                 Some(_) => Missing::WrongType,
             },
         },
@@ -208,9 +198,9 @@ pub fn eval<'a>(k: &KeySource, v: &Values<'_, 'a>) -> Option<Cow<'a, [u8]>> {
     let raw = match k {
         KeySource::Header(i) => Cow::Borrowed((*v.headers.get(*i)?)?),
         KeySource::Json { path, integer } => match v.json.get(*path)?.as_ref()? {
-            Found::Str(s) => s.clone(),
-            Found::Int(n) if *integer => n.clone(),
-            Found::Int(_) | Found::Other => return None,
+            Scalar::Str(s) => s.clone(),
+            Scalar::Int(n) if *integer => n.clone(),
+            Scalar::Int(_) | Scalar::Other => return None,
         },
         KeySource::Form(i) => Cow::Owned(v.form.get(*i)?.as_ref()?.clone()),
         KeySource::BodySha256 => Cow::Owned(hex::encode(v.body_sha256?).into_bytes()),
@@ -256,8 +246,8 @@ mod tests {
     #[test]
     fn expressions() {
         let json = [
-            Some(Found::Str(Cow::Borrowed(&b"cus_1"[..]))),
-            Some(Found::Int(Cow::Borrowed(&b"42"[..]))),
+            Some(Scalar::Str(Cow::Borrowed(&b"cus_1"[..]))),
+            Some(Scalar::Int(Cow::Borrowed(&b"42"[..]))),
             None,
         ];
         let v = Values {

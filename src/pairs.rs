@@ -9,8 +9,18 @@
 /// Reads a serialised map; `None` when the bytes do not have that shape
 /// (never a panic). An empty buffer is an empty map.
 pub fn parse(raw: &[u8]) -> Option<Vec<(&str, &[u8])>> {
+    parse_into(raw, Vec::new())
+}
+
+/// `parse`, into `map`'s allocation (emptied first): a host keeps one list
+/// for all its requests (`host::spare_list`).
+pub fn parse_into<'a>(
+    raw: &'a [u8],
+    mut map: Vec<(&'a str, &'a [u8])>,
+) -> Option<Vec<(&'a str, &'a [u8])>> {
+    map.clear();
     if raw.is_empty() {
-        return Some(Vec::new());
+        return Some(map);
     }
     let count = usize::try_from(u32le(raw, 0)?).ok()?;
     let mut next = count.checked_mul(8)?.checked_add(4)?;
@@ -18,7 +28,7 @@ pub fn parse(raw: &[u8]) -> Option<Vec<(&str, &[u8])>> {
     if count > raw.len() / 10 {
         return None;
     }
-    let mut map = Vec::with_capacity(count);
+    map.reserve(count);
     // One check of the whole buffer serves every name where it is text (a
     // header map nearly always is); otherwise each name on its own.
     let text = text(raw);

@@ -156,7 +156,7 @@ fn ours(body: &[u8], paths: &[&[&str]]) -> Option<Vec<Option<String>>> {
             .map(|f| {
                 f.map(|s| match s {
                     Scalar::Str(s) => format!("s:{}", String::from_utf8_lossy(&s)),
-                    Scalar::Int(n) => format!("i:{n}"),
+                    Scalar::Int(n) => format!("i:{}", String::from_utf8_lossy(&n)),
                     Scalar::Other => "other".to_owned(),
                 })
             })

@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
                 for (p, got) in src.paths.iter().zip(ours) {
                     let got = got.map(|s| match s {
                         Scalar::Str(s) => format!("s:{}", String::from_utf8_lossy(&s)),
-                        Scalar::Int(n) => format!("i:{n}"),
+                        Scalar::Int(n) => format!("i:{}", String::from_utf8_lossy(&n)),
                         Scalar::Other => "other".to_owned(),
                     });
                     assert_eq!(got, reference(&v, p), "path {p:?}");

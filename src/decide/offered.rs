@@ -4,7 +4,7 @@
 
 use crate::config::Source;
 use crate::json::{self, Scalar};
-use crate::key::{self, BodyState, FormJson, Found};
+use crate::key::{self, BodyState, FormJson};
 use std::borrow::Cow;
 
 use super::Body;
@@ -16,7 +16,7 @@ use super::Body;
 /// same offer.
 pub struct Offered<'a, 'h> {
     pub headers: &'h [Option<&'a [u8]>],
-    pub json: Vec<Option<Found<'a>>>,
+    pub json: Vec<Option<Scalar<'a>>>,
     pub form: Vec<Option<Vec<u8>>>,
     pub state: BodyState,
     pub body_sha256: Option<[u8; 32]>,
@@ -59,12 +59,12 @@ pub fn offered<'a, 'h>(
     }
 }
 
-type Read<'a> = (Vec<Option<Found<'a>>>, Vec<Option<Vec<u8>>>, BodyState);
+type Read<'a> = (Vec<Option<Scalar<'a>>>, Vec<Option<Vec<u8>>>, BodyState);
 
 /// The body as JSON, at every path the source reads; `None` if it is not
 /// valid JSON.
-fn scan<'a>(src: &Source, json: &'a [u8]) -> Option<Vec<Option<Found<'a>>>> {
-    json::extract(json, &src.paths).map(|v| v.into_iter().map(|s| s.map(found)).collect())
+fn scan<'a>(src: &Source, json: &'a [u8]) -> Option<Vec<Option<Scalar<'a>>>> {
+    json::extract(json, &src.paths)
 }
 
 fn read_body<'a>(src: &Source, header_keys: &[Option<&'a [u8]>], body: &'a [u8]) -> Read<'a> {
@@ -94,9 +94,7 @@ fn read_body<'a>(src: &Source, header_keys: &[Option<&'a [u8]>], body: &'a [u8])
         // Decoded from the form: owned, not borrowed from the body.
         Some(Some(text)) => match json::extract(&text, &src.paths) {
             Some(json) => (
-                json.into_iter()
-                    .map(|s| s.map(|s| owned(found(s))))
-                    .collect(),
+                json.into_iter().map(|s| s.map(owned)).collect(),
                 FormJson::Field,
             ),
             None => (none(), FormJson::NotJson),
@@ -105,19 +103,11 @@ fn read_body<'a>(src: &Source, header_keys: &[Option<&'a [u8]>], body: &'a [u8])
     (json, form, BodyState::Form(how))
 }
 
-/// A scanned scalar as a key's bytes.
-fn found(s: Scalar<'_>) -> Found<'_> {
+/// A scalar of a decoded form field's JSON, owned: it outlives the field.
+fn owned<'a>(s: Scalar<'_>) -> Scalar<'a> {
     match s {
-        Scalar::Str(s) => Found::Str(s),
-        Scalar::Int(n) => Found::Int(Cow::Borrowed(n.as_bytes())),
-        Scalar::Other => Found::Other,
-    }
-}
-
-fn owned<'a>(f: Found<'_>) -> Found<'a> {
-    match f {
-        Found::Str(s) => Found::Str(Cow::Owned(s.into_owned())),
-        Found::Int(n) => Found::Int(Cow::Owned(n.into_owned())),
-        Found::Other => Found::Other,
+        Scalar::Str(s) => Scalar::Str(Cow::Owned(s.into_owned())),
+        Scalar::Int(n) => Scalar::Int(Cow::Owned(n.into_owned())),
+        Scalar::Other => Scalar::Other,
     }
 }

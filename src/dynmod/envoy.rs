@@ -8,12 +8,11 @@ use super::abi::{
     self, ConfigEnvoyPtr, EnvoyBuffer, EnvoyHeader, FilterEnvoyPtr, ModuleBuffer, ModuleHeader,
 };
 use crate::host::{
-    ConfigHost, DataStatus, Header, HeadersStatus, HostError, HostResult, Level, MetricKind,
+    self, ConfigHost, DataStatus, Header, HeadersStatus, HostError, HostResult, Level, MetricKind,
     StreamHost,
 };
 use crate::pairs;
 use crate::reply::Reply;
-use std::cell::Cell;
 use std::mem::MaybeUninit;
 
 /// `envoy_dynamic_module_type_on_http_filter_request_headers_status` (and
@@ -125,23 +124,6 @@ impl ConfigHost for Loader {
 #[derive(Clone, Copy)]
 pub struct Envoy(pub FilterEnvoyPtr);
 
-thread_local! {
-    /// The worker's header list, empty, between requests: one allocation
-    /// a worker, not one a request.
-    static HEADER_LISTS: Cell<Option<Vec<Header<'static>>>> = const { Cell::new(None) };
-}
-
-/// An empty header list of any lifetime, in the allocation of `list`: the
-/// list is emptied, and an in-place collect keeps its buffer (the two
-/// element types are one layout).
-fn relabel<'a, 'b>(mut list: Vec<Header<'a>>) -> Vec<Header<'b>> {
-    list.clear();
-    // Not a filter: the item type changes (its lifetime), which the
-    // in-place collect needs.
-    #[allow(clippy::unnecessary_filter_map)]
-    list.into_iter().filter_map(|_| None).collect()
-}
-
 impl Envoy {
     /// A header map's entries (`kind`), as views into Envoy's memory.
     fn map<'b>(&self, kind: u32) -> HostResult<Vec<Header<'b>>> {
@@ -176,9 +158,7 @@ impl Envoy {
         let views = unsafe { &*(std::ptr::from_ref(room) as *const [EnvoyHeader]) };
         // Collected into the worker's list of the last request (its
         // allocation kept, `headers_done`), or one of its final size.
-        let mut out = HEADER_LISTS
-            .with(|l| l.take())
-            .map_or_else(Vec::new, relabel);
+        let mut out = host::spare_list();
         out.reserve(n);
         for h in views.iter() {
             // SAFETY: Envoy's views stay valid until the event hook returns
@@ -251,8 +231,7 @@ impl StreamHost for Envoy {
     }
 
     fn headers_done(&mut self, headers: Vec<Header<'_>>) {
-        let kept = relabel(headers);
-        HEADER_LISTS.with(|l| l.set(Some(kept)));
+        host::keep_spare(headers);
     }
 
     fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()> {

@@ -14,7 +14,7 @@
 
 use super::contexts::{Contexts, Proxy};
 use crate::host::{
-    ConfigHost, DataStatus, Header, HeadersStatus, HostError, HostResult, Level, MetricKind,
+    self, ConfigHost, DataStatus, Header, HeadersStatus, HostError, HostResult, Level, MetricKind,
     StreamHost, Streams,
 };
 use crate::pairs;
@@ -125,7 +125,7 @@ fn map_pairs(map: u32, buf: &mut Vec<u8>) -> HostResult<Vec<Header<'_>>> {
         imports::proxy_get_header_map_pairs(map, d, s)
     })?;
     // A map the host wrote wrong is a failed call, answered 500.
-    pairs::parse(buf).ok_or(HostError { call, status: 0 })
+    pairs::parse_into(buf, host::spare_list()).ok_or(HostError { call, status: 0 })
 }
 
 /// The ABI's FilterHeadersStatus.
@@ -184,6 +184,10 @@ impl StreamHost for Wasm {
 
     fn request_trailers<'b>(&mut self, buf: &'b mut Vec<u8>) -> HostResult<Vec<Header<'b>>> {
         map_pairs(MAP_REQUEST_TRAILERS, buf)
+    }
+
+    fn headers_done(&mut self, headers: Vec<Header<'_>>) {
+        host::keep_spare(headers);
     }
 
     fn add_request_header(&mut self, name: &str, value: &str) -> HostResult<()> {

@@ -32,14 +32,16 @@ use std::borrow::Cow;
 /// A path: object keys from the root, as configured (`data.object.id`).
 pub type Path = Vec<String>;
 
-/// A scalar found at a path.
+/// A scalar found at a path: what a key reads of a JSON body (`key::eval`),
+/// borrowed from the body, or owned where it was decoded (a form's JSON
+/// field).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scalar<'a> {
     /// A JSON string, unescaped: UTF-8 (the scan checked it), as bytes,
     /// since a key is bytes (a second check would cost as much again).
     Str(Cow<'a, [u8]>),
-    /// A JSON integer, as exact decimal text.
-    Int(&'a str),
+    /// A JSON integer, as exact decimal text (ASCII), as bytes.
+    Int(Cow<'a, [u8]>),
     /// Something else is there (a float, a boolean, null, an object or an
     /// array): never a key, but not absent either (the missing-key reason).
     Other,
@@ -171,7 +173,9 @@ impl<'a> Walk<'a> {
     fn value_on(&mut self, p: &mut Parser<'a>, cands: &[Cand<'_>]) -> Option<()> {
         let found = match p.peek()? {
             b'"' => Scalar::Str(p.string()?),
-            b'-' | b'0'..=b'9' => p.number()?.map_or(Scalar::Other, Scalar::Int),
+            b'-' | b'0'..=b'9' => p
+                .number()?
+                .map_or(Scalar::Other, |n| Scalar::Int(Cow::Borrowed(n.as_bytes()))),
             b'{' if cands.iter().any(|c| !c.rest.is_empty()) => {
                 self.object_on(p, cands)?;
                 // An object, for the paths that end here.

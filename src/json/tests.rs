@@ -9,7 +9,7 @@ fn one(body: &str, path: &str) -> Option<Option<String>> {
     extract(body.as_bytes(), &paths).map(|v| {
         v.into_iter().next().flatten().map(|s| match s {
             Scalar::Str(s) => format!("s:{}", String::from_utf8_lossy(&s)),
-            Scalar::Int(i) => format!("i:{i}"),
+            Scalar::Int(i) => format!("i:{}", String::from_utf8_lossy(&i)),
             Scalar::Other => "other".into(),
         })
     })

@@ -162,7 +162,7 @@ fn stamping<'a, K>(w: &'a Held<K>, header_keys: &'a [Option<&'a [u8]>]) -> Stamp
     Stamping {
         plugin: &w.plugin,
         source: w.source,
-        tenant: &w.tenant,
+        tenant: w.tenant(),
         header_keys,
         stream: if w.streaming {
             Stream::Started

@@ -220,7 +220,7 @@ fn held<K>(
         // Twilio's form fields are signed sorted: its check needs the whole
         // body, kept and charged as body keys' is.
         keeps_body: src.keeps_body() || matches!(&check, Check::Running(p) if p.keeps_body()),
-        tenant: target.tenant.to_owned(),
+        path_tenant: (target.tenant != src.tenant).then(|| target.tenant.to_owned()),
         header_keys: keys.iter().map(|k| k.map(<[u8]>::to_vec)).collect(),
         check,
         sealing: sealed.then(|| {

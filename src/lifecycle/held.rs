@@ -35,7 +35,10 @@ pub struct Held<K> {
     pub source: usize,
     /// Whether the source's keys read the body (the filter then copies it).
     pub keeps_body: bool,
-    pub tenant: String,
+    /// The tenant its path named, where that is not its source's own
+    /// (`tenant`): most requests' tenant is their source's, kept by the
+    /// plugin and not copied for each.
+    pub path_tenant: Option<String>,
     /// The values of the source's key headers (see `decide::header_keys`).
     pub header_keys: Vec<Option<Vec<u8>>>,
     /// Its signature check, for a source with `verify`.
@@ -90,6 +93,16 @@ impl<K> Held<K> {
         self.plugin.config.sources.get(self.source)
     }
 
+    /// Its tenant: the one its path named, or its source's. (A source
+    /// missing from its plugin has none; its request is answered 500, never
+    /// stamped.)
+    pub fn tenant(&self) -> &str {
+        match &self.path_tenant {
+            Some(t) => t,
+            None => self.source().map_or("", |s| &s.tenant),
+        }
+    }
+
     /// A streamed request's deadline as of `now`, when its last chunk came:
     /// idle for max_hold_ms, past max_stream_ms in all, or its average rate
     /// below min_stream_rate once slow_body_ms has passed, whichever comes
@@ -127,7 +140,7 @@ impl<K> Held<K> {
         check
             + std::mem::size_of::<Self>()
             + budget::PER_REQUEST
-            + self.tenant.len()
+            + self.path_tenant.as_ref().map_or(0, String::len)
             + self.sealing.as_ref().map_or(0, |s| {
                 std::mem::size_of::<Sealing>() + s.method.len() + s.path.len() + s.request_id.len()
             })
