@@ -34,7 +34,8 @@ pub const MAX_REPLIES_PER_CALL: usize = 25;
 /// The tick of a plugin with body sources: late bodies are answered within
 /// a tick of their deadline, and a backlog of them (more than
 /// MAX_REPLIES_PER_CALL at once) drains at 5 000 replies a second per
-/// worker. A tick with nothing late costs one clock read.
+/// worker. A tick with nothing held reads no clock; one that holds a
+/// request, one read.
 pub const TICK_MS: u32 = 5;
 
 /// What the tick trims a budget down to, by answering slow bodies, once it

@@ -236,9 +236,11 @@ fn a_ticking_instances_requests_read_the_last_ticks_clock() {
 fn a_clock_the_ticks_stopped_serves_a_bounded_number_of_callbacks() {
     let (d, mut host) = boot();
     d.on_tick(&mut host, ROOT);
+    // A tick that holds nothing reads no clock.
     let reads = host.clock_reads;
-    // The ticks stop (a tick that never comes): each request's headers and
-    // body read the stale clock, up to the bound.
+    // The ticks stop (a tick that never comes): the first request's
+    // headers read the proxy's clock once, and every request's headers and
+    // body read that stale clock, up to the bound.
     let per_request = 2;
     let n = CALLBACKS_PER_TICK / per_request;
     for ctx in 10..10 + n {
@@ -250,12 +252,12 @@ fn a_clock_the_ticks_stopped_serves_a_bounded_number_of_callbacks() {
         );
         d.on_delete(ctx);
     }
-    assert_eq!(host.clock_reads, reads, "the tick's clock served them");
+    assert_eq!(host.clock_reads, reads + 1, "one read served them all");
     // Past the bound, the proxy's clock: a request whose body comes after
     // its deadline is answered 408 at its body, though no tick came.
     let late = 10 + n;
     held(&d, &mut host, late);
-    assert_eq!(host.clock_reads, reads + 1);
+    assert_eq!(host.clock_reads, reads + 2);
     host.now_ms += 10_001;
     host.chunk = br#"{"id":"evt_1"}"#.to_vec();
     assert_eq!(
@@ -266,11 +268,14 @@ fn a_clock_the_ticks_stopped_serves_a_bounded_number_of_callbacks() {
         .replies
         .iter()
         .any(|(c, r)| *c == late && r.status == 408));
-    // The next tick's clock serves again, its count begun anew.
+    // The next tick begins the count anew: its first callback reads the
+    // proxy's clock, and the others it serves read that.
     d.on_tick(&mut host, ROOT);
     let reads = host.clock_reads;
     held(&d, &mut host, late + 1);
-    assert_eq!(host.clock_reads, reads, "the tick's clock again");
+    assert_eq!(host.clock_reads, reads + 1, "read once after the tick");
+    held(&d, &mut host, late + 2);
+    assert_eq!(host.clock_reads, reads + 1, "and kept until the next");
 }
 
 #[test]
@@ -403,14 +408,16 @@ fn a_deleted_roots_live_request_reads_the_proxys_clock() {
 
 #[test]
 fn a_tick_without_a_clock_leaves_the_streams_the_proxys() {
-    // The proxy's clock failed at the tick (read as 0): the streams read
-    // the proxy's own, and are late by it.
+    // The proxy's clock failed at the tick (read as 0, for the request it
+    // holds): the streams read the proxy's own, and are late by it.
     let (d, mut host) = boot();
+    held(&d, &mut host, 2);
     let now = host.now_ms;
     host.now_ms = 0;
+    let reads = host.clock_reads;
     d.on_tick(&mut host, ROOT);
+    assert_eq!(host.clock_reads, reads + 1, "the tick read the clock");
     host.now_ms = now;
-    held(&d, &mut host, 2);
     let reads = host.clock_reads;
     host.now_ms += 10_001;
     host.chunk = b"{".to_vec();

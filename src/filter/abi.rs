@@ -12,7 +12,7 @@
 //! hookstamp implements, so the module cargo builds is the module Envoy
 //! runs: no export is renamed or removed after the link.
 
-use super::contexts::{Contexts, Proxy};
+use super::contexts::{Clock, Contexts, Proxy};
 use crate::host::{
     self, ConfigHost, DataStatus, Header, HeadersStatus, HostError, HostResult, Level, MetricKind,
     StreamHost, Streams,
@@ -174,7 +174,25 @@ fn remove(map: u32, name: &str) -> HostResult<()> {
 /// callback is given the last tick's (`Proxy::set_clock`).
 #[derive(Default)]
 struct Wasm {
-    clock: Option<u64>,
+    clock: Clock,
+    /// The proxy's clock as a `Clock::Once` read it.
+    read: Option<u64>,
+}
+
+impl Wasm {
+    /// The clock the callback reads (`Proxy::set_clock`).
+    fn clock_ms(&mut self) -> u64 {
+        match self.clock {
+            Clock::At(ms) => ms,
+            Clock::Proxy => now_ms(),
+            Clock::Once => {
+                let ms = now_ms();
+                self.clock = Clock::At(ms);
+                self.read = Some(ms);
+                ms
+            }
+        }
+    }
 }
 
 impl StreamHost for Wasm {
@@ -272,7 +290,7 @@ impl StreamHost for Wasm {
     }
 
     fn now_ms(&mut self) -> u64 {
-        self.clock.unwrap_or_else(now_ms)
+        self.clock_ms()
     }
 
     fn log(&mut self, level: Level, message: &str) {
@@ -343,8 +361,13 @@ impl Proxy for Wasm {
         status("proxy_set_effective_context", s)
     }
 
-    fn set_clock(&mut self, ms: Option<u64>) {
-        self.clock = ms;
+    fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+        self.read = None;
+    }
+
+    fn clock_read(&self) -> Option<u64> {
+        self.read
     }
 }
 

@@ -17,9 +17,23 @@ pub trait Proxy: Streams<Key = u32> + StreamHost {
     fn plugin_config(&mut self) -> HostResult<Vec<u8>>;
     /// Makes a context current outside its own callbacks.
     fn set_effective_context(&mut self, context: u32) -> HostResult<()>;
-    /// The clock the next calls read (`now_ms`): `ms`, or the proxy's own
-    /// where `None`.
-    fn set_clock(&mut self, ms: Option<u64>);
+    /// The clock the next calls read (`now_ms`).
+    fn set_clock(&mut self, clock: Clock);
+    /// The proxy's clock as a `Clock::Once` read it, if it was read.
+    fn clock_read(&self) -> Option<u64>;
+}
+
+/// The clock a callback reads (`Proxy::set_clock`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Clock {
+    /// The proxy's, at each read.
+    #[default]
+    Proxy,
+    /// This one: the clock read since the last tick.
+    At(u64),
+    /// The proxy's, read at the callback's first read and kept for its
+    /// others (`Proxy::clock_read` says what it was).
+    Once,
 }
 
 /// The most stream callbacks that read the last tick's clock before one
@@ -28,11 +42,13 @@ pub trait Proxy: Streams<Key = u32> + StreamHost {
 /// ticks stop, the stale clock serves no more than these.
 pub const CALLBACKS_PER_TICK: u32 = 1024;
 
-/// The VM's clock at its last tick, and the stream callbacks since.
+/// The VM's clock since its last tick (0: not read yet), the stream
+/// callbacks since, and whether a tick came (since the ticks last stopped).
 #[derive(Clone, Copy, Default)]
 struct Ticked {
     at_ms: u64,
     callbacks: u32,
+    ticking: bool,
 }
 
 /// One VM's contexts (one VM per thread: one per Envoy worker).
@@ -47,10 +63,12 @@ pub struct Contexts {
     /// (fail closed) without being looked at: their body and trailers go
     /// no further either, never forwarded without stamps.
     stopped: RefCell<Vec<u32>>,
-    /// The clock a request of a ticking instance reads: the last tick's.
-    /// In Envoy's V8 a clock read is a host call of some 1 900
-    /// instructions, and a held request made two (BENCHMARKS.md); its
-    /// deadline is checked by the tick anyway, within a tick.
+    /// The clock a request of a ticking instance reads: the one read since
+    /// the last tick, by the tick (where it holds a request) or by the
+    /// first callback that needed it. In Envoy's V8 a clock read is a host
+    /// call of some 1 900 instructions, and a held request made two
+    /// (BENCHMARKS.md); its deadline is checked by the tick anyway, within
+    /// a tick.
     ticked: Cell<Ticked>,
 }
 
@@ -94,20 +112,37 @@ impl Contexts {
         self.ticked.set(Ticked::default());
     }
 
-    /// The clock `request`'s callback reads: the last tick's, where its
-    /// instance ticks (every `budget::TICK_MS`) and that clock has served
-    /// fewer than CALLBACKS_PER_TICK callbacks; else the proxy's.
-    fn clock_for(&self, request: &Request<u32>) -> Option<u64> {
+    /// The clock `request`'s callback reads, where its instance ticks
+    /// (every `budget::TICK_MS`) and the clock since the last tick has
+    /// served fewer than CALLBACKS_PER_TICK callbacks: that clock, or the
+    /// proxy's read once and kept for the rest of the tick. Else the
+    /// proxy's.
+    fn clock_for(&self, request: &Request<u32>) -> Clock {
         let t = self.ticked.get();
         let ticks = request.instance().is_some_and(|i| i.ticks());
-        if !ticks || t.at_ms == 0 || t.callbacks >= CALLBACKS_PER_TICK {
-            return None;
+        if !ticks || !t.ticking || t.callbacks >= CALLBACKS_PER_TICK {
+            return Clock::Proxy;
         }
         self.ticked.set(Ticked {
             callbacks: t.callbacks + 1,
             ..t
         });
-        Some(t.at_ms)
+        match t.at_ms {
+            0 => Clock::Once,
+            ms => Clock::At(ms),
+        }
+    }
+
+    /// Keeps the proxy's clock a `Clock::Once` read, for the callbacks
+    /// until the next tick (a failed read, 0, for none).
+    fn keep_read(&self, host: &impl Proxy) {
+        let t = self.ticked.get();
+        match host.clock_read() {
+            Some(ms) if ms != 0 && t.ticking && t.at_ms == 0 => {
+                self.ticked.set(Ticked { at_ms: ms, ..t });
+            }
+            _ => {}
+        }
     }
 
     /// Runs a callback of `request` with the clock it reads (`clock_for`),
@@ -118,9 +153,13 @@ impl Contexts {
         request: &mut Request<u32>,
         f: impl FnOnce(&mut Request<u32>, &mut P) -> T,
     ) -> T {
-        host.set_clock(self.clock_for(request));
+        let clock = self.clock_for(request);
+        host.set_clock(clock);
         let out = f(request, host);
-        host.set_clock(None);
+        if clock == Clock::Once {
+            self.keep_read(host);
+        }
+        host.set_clock(Clock::Proxy);
         out
     }
 
@@ -224,23 +263,24 @@ impl Contexts {
         })
     }
 
-    /// proxy_on_tick of a root context: the proxy's clock read, kept for
-    /// the streams (`clock_for`); then its instance's tick at that clock,
-    /// each answer made with its request's context current, the root's
-    /// again after.
+    /// proxy_on_tick of a root context: a new tick for the streams'
+    /// clock (`clock_for`); its instance's tick, each answer made with its
+    /// request's context current, the root's again after. The proxy's
+    /// clock is read once a tick: by the tick where its instance holds a
+    /// request (its deadlines), else by the first callback that needs it.
     pub fn on_tick(&self, host: &mut impl Proxy, root: u32) {
-        host.set_clock(None);
-        let now = StreamHost::now_ms(host);
         self.ticked.set(Ticked {
-            at_ms: now,
+            at_ms: 0,
             callbacks: 0,
+            ticking: true,
         });
-        host.set_clock(Some(now).filter(|&n| n != 0));
+        host.set_clock(Clock::Once);
         let instance = self.with(host, None, |map, _| map.roots.get(&root).cloned().flatten());
         if instance.is_some_and(|i| i.on_tick(host)) {
             let _ = host.set_effective_context(root);
         }
-        host.set_clock(None);
+        self.keep_read(host);
+        host.set_clock(Clock::Proxy);
     }
 
     /// proxy_on_delete: done now, or before the next callback when one

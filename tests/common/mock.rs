@@ -4,7 +4,7 @@
 //! included by the tests that need it (`#[path]`), never in the library.
 #![allow(dead_code)]
 
-use hookstamp::filter::contexts::Proxy;
+use hookstamp::filter::contexts::{Clock, Proxy};
 use hookstamp::host::{
     ConfigHost, Header, HostError, HostResult, Level, MetricKind, StreamHost, Streams,
 };
@@ -74,8 +74,10 @@ pub struct MockHost {
     pub log: Vec<(Level, String)>,
     pub now_ms: u64,
     /// The clock a callback was given (`Proxy::set_clock`), read in place
-    /// of `now_ms`.
-    pub clock: Option<u64>,
+    /// of `now_ms` (`Clock::Proxy`: `now_ms`).
+    pub clock: Clock,
+    /// `now_ms` as a `Clock::Once` read it.
+    pub clock_read: Option<u64>,
     /// How many times the proxy's own clock (`now_ms`) was read.
     pub clock_reads: usize,
     pub tick_ms: Option<u32>,
@@ -214,10 +216,16 @@ impl StreamHost for MockHost {
     }
 
     fn now_ms(&mut self) -> u64 {
-        self.clock.unwrap_or_else(|| {
-            self.clock_reads += 1;
-            self.now_ms
-        })
+        match self.clock {
+            Clock::At(ms) => return ms,
+            Clock::Once => {
+                self.clock = Clock::At(self.now_ms);
+                self.clock_read = Some(self.now_ms);
+            }
+            Clock::Proxy => {}
+        }
+        self.clock_reads += 1;
+        self.now_ms
     }
 
     fn log(&mut self, level: Level, message: &str) {
@@ -286,7 +294,12 @@ impl Proxy for MockHost {
         Ok(())
     }
 
-    fn set_clock(&mut self, ms: Option<u64>) {
-        self.clock = ms;
+    fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+        self.clock_read = None;
+    }
+
+    fn clock_read(&self) -> Option<u64> {
+        self.clock_read
     }
 }
