@@ -4,7 +4,7 @@
 # run for 200 and 1200 requests, the difference over 1000. Symbols kept, so
 # `callgrind_annotate target/core-cost/<row>.1200.out` shows where it goes.
 # OPT=2 builds it at the .wasm crate's opt-level (in a target dir of its
-# own; its inliner's threshold is scripts/build-wasm.sh's, not the .wasm's):
+# own; without the inliner's and unroller's thresholds build-wasm.sh adds):
 # where the .wasm's own work goes, by function, which V8's code does not say.
 set -eu
 cd "$(dirname "$0")/.."

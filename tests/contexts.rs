@@ -235,9 +235,12 @@ fn a_ticking_instances_requests_read_the_last_ticks_clock() {
 #[test]
 fn a_clock_the_ticks_stopped_serves_a_bounded_number_of_callbacks() {
     let (d, mut host) = boot();
-    d.on_tick(&mut host, ROOT);
-    // A tick that holds nothing reads no clock.
     let reads = host.clock_reads;
+    d.on_tick(&mut host, ROOT);
+    assert_eq!(
+        host.clock_reads, reads,
+        "a tick that holds nothing reads no clock"
+    );
     // The ticks stop (a tick that never comes): the first request's
     // headers read the proxy's clock once, and every request's headers and
     // body read that stale clock, up to the bound.

@@ -170,8 +170,8 @@ fn remove(map: u32, name: &str) -> HostResult<()> {
 }
 
 /// The proxy: its current context's stream, and the VM's configuration
-/// calls; made for each callback, reading the proxy's clock unless the
-/// callback is given the last tick's (`Proxy::set_clock`).
+/// calls; made for each callback, reading the clock it is given
+/// (`Proxy::set_clock`): the proxy's, or the one read since the last tick.
 #[derive(Default)]
 struct Wasm {
     clock: Clock,

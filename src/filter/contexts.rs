@@ -36,10 +36,10 @@ pub enum Clock {
     Once,
 }
 
-/// The most stream callbacks that read the last tick's clock before one
-/// reads the proxy's again: a tick comes every `budget::TICK_MS` while an
-/// instance ticks, and a worker makes far fewer callbacks in one; if the
-/// ticks stop, the stale clock serves no more than these.
+/// The most stream callbacks that read the clock read since the last tick
+/// before one reads the proxy's again: a tick comes every `budget::TICK_MS`
+/// while an instance ticks, and a worker makes far fewer callbacks in one;
+/// if the ticks stop, the stale clock serves no more than these.
 pub const CALLBACKS_PER_TICK: u32 = 1024;
 
 /// The VM's clock since its last tick (0: not read yet), the stream

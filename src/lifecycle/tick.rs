@@ -26,16 +26,16 @@ impl<K: Copy> Instance<K> {
         for serial in std::mem::take(&mut *self.ended.borrow_mut()) {
             holds.release(serial);
         }
-        // Nothing is held of a plugin that is gone: a held request keeps
-        // its plugin.
-        let Some(plugin) = self.plugin() else {
-            return false;
-        };
         // Nothing held, nothing late: the clock is not read (in the .wasm
         // a read is a host call, and most ticks find nothing held).
         if holds.requests.is_empty() {
             return false;
         }
+        // Nothing is held of a plugin that is gone: a held request keeps
+        // its plugin.
+        let Some(plugin) = self.plugin() else {
+            return false;
+        };
         let now = host.now_ms();
         let answers = due(&holds, now, &plugin.config);
         let reached = !answers.is_empty();
