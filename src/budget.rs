@@ -38,6 +38,14 @@ pub const MAX_REPLIES_PER_CALL: usize = 25;
 /// request, one read.
 pub const TICK_MS: u32 = 5;
 
+/// How much of the ticks' time passes between two hand-overs of the
+/// .wasm's counts (`filter::counts`): a counter reaches Envoy within 100 ms
+/// of its increment where the worker's ticks come on time (Envoy runs a
+/// 5 ms tick every 5 to 8 ms), later only while its event loop is busy. A
+/// plugin without body sources ticks at this period for them alone. A tick
+/// that answers a held request hands its answers' counts over at once.
+pub const FLUSH_MS: u32 = 50;
+
 /// What the tick trims a budget down to, by answering slow bodies, once it
 /// is fuller: three quarters of it. The last quarter is room for deliveries
 /// that arrive at once; to keep it full, slow uploads must refill it within

@@ -111,6 +111,11 @@ pub trait ConfigHost {
     /// Wall-clock milliseconds.
     fn now_ms(&mut self) -> u64;
     fn log(&mut self, level: Level, message: &str);
+    /// Whether the host keeps counter increments until the tick (the
+    /// .wasm's, `filter::counts`): then every configuration ticks.
+    fn counts_on_tick(&self) -> bool {
+        false
+    }
 }
 
 /// The proxy as one request sees it: the request's own stream.

@@ -3,7 +3,8 @@
 //! that arrives inside another (answered fail-closed, logged); a delete
 //! that arrives while the VM is busy (done before the next callback); the
 //! clock a request of a ticking instance reads (its last tick's, within
-//! its bound).
+//! its bound); the counts a host keeps until the tick (handed over a flush
+//! period after the last time, and when a root goes).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "common/mock.rs"]
@@ -52,7 +53,7 @@ fn each_callback_answers_for_a_whole_request() {
         HeadersStatus::Continue
     );
     assert_eq!(host.header("x-hookstamp-dedupe-key"), vec![b"d-1"]);
-    d.on_delete(2);
+    d.on_delete(&mut host, 2);
     // A body source: held, its chunks kept under flow control, stamped at
     // the end of the body.
     d.on_context_create(3, ROOT);
@@ -74,7 +75,7 @@ fn each_callback_answers_for_a_whole_request() {
     );
     assert_eq!(host.header("x-hookstamp-dedupe-key"), vec![b"evt_9"]);
     assert_eq!(d.on_request_trailers(&mut host, 3), HeadersStatus::Continue);
-    d.on_delete(3);
+    d.on_delete(&mut host, 3);
     assert_eq!(d.holding(), Some((0, 0)));
     // Unrouted: passed; a configuration that is refused: 0.
     d.on_context_create(4, ROOT);
@@ -134,7 +135,7 @@ fn a_callback_inside_another_fails_closed_and_a_delete_inside_one_waits() {
         if call == Call::RequestHeaders && std::mem::take(&mut once) {
             let mut other = MockHost::default();
             let status = d2.on_request_headers(&mut other, 9, true);
-            d2.on_delete(3);
+            d2.on_delete(&mut other, 3);
             seen.borrow_mut().push((status, other.log));
         }
     }));
@@ -253,7 +254,7 @@ fn a_clock_the_ticks_stopped_serves_a_bounded_number_of_callbacks() {
             d.on_request_body(&mut host, ctx, 14, true),
             DataStatus::Continue
         );
-        d.on_delete(ctx);
+        d.on_delete(&mut host, ctx);
     }
     assert_eq!(host.clock_reads, reads + 1, "one read served them all");
     // Past the bound, the proxy's clock: a request whose body comes after
@@ -370,7 +371,7 @@ fn a_clock_kept_from_ticks_that_stopped_serves_no_later_configuration() {
         2,
         r#"{"sources": [{"id": "github", "dedupe": "github"}]}"#,
     );
-    d.on_delete(1);
+    d.on_delete(&mut host, 1);
     host.now_ms += 3_600_000;
     configure(&d, 3, SIGNED);
     let now = host.now_ms / 1000;
@@ -399,7 +400,7 @@ fn a_deleted_roots_live_request_reads_the_proxys_clock() {
     let (d, mut host) = boot();
     d.on_tick(&mut host, ROOT);
     held(&d, &mut host, 2);
-    d.on_delete(ROOT);
+    d.on_delete(&mut host, ROOT);
     host.now_ms += 10_001;
     host.chunk = b"{".to_vec();
     assert_eq!(
@@ -429,4 +430,94 @@ fn a_tick_without_a_clock_leaves_the_streams_the_proxys() {
         DataStatus::StopNoBuffer
     );
     assert_eq!(host.clock_reads, reads + 1);
+}
+
+/// A VM whose host keeps its counts until a tick (the .wasm's), on `config`.
+fn boot_counting(config: &str) -> (Contexts, MockHost) {
+    let d = Contexts::default();
+    let mut host = MockHost {
+        config: config.as_bytes().to_vec(),
+        now_ms: 1_000_000,
+        counts_on_tick: true,
+        ..MockHost::default()
+    };
+    d.on_context_create(ROOT, 0);
+    assert!(d.on_configure(&mut host, ROOT), "{:?}", host.log);
+    (d, host)
+}
+
+/// A GitHub request stamped at its headers, on context `ctx`.
+fn stamped(d: &Contexts, host: &mut MockHost, ctx: u32) {
+    d.on_context_create(ctx, ROOT);
+    request(host, ctx, "/webhooks/github");
+    assert_eq!(
+        d.on_request_headers(host, ctx, true),
+        HeadersStatus::Continue
+    );
+    d.on_delete(host, ctx);
+}
+
+const STAMPED: &str = "hookstamp_requests_stamped_total.source=github;";
+
+#[test]
+fn kept_counts_reach_the_proxy_at_the_first_tick_a_flush_period_after_the_last() {
+    // Header sources only: the plugin ticks for its counts alone, at the
+    // flush period, and each tick hands them over.
+    let (d, mut host) = boot_counting(r#"{"sources": [{"id": "github", "dedupe": "github"}]}"#);
+    assert_eq!(host.tick_ms, Some(hookstamp::budget::FLUSH_MS));
+    stamped(&d, &mut host, 2);
+    stamped(&d, &mut host, 3);
+    assert_eq!(host.metric(STAMPED), 0, "kept until the tick");
+    d.on_tick(&mut host, ROOT);
+    assert_eq!(host.metric(STAMPED), 2);
+    d.on_tick(&mut host, ROOT);
+    assert_eq!(host.metric(STAMPED), 2, "each increment handed over once");
+    // A body source ticks faster, for its deadlines: the counts go at the
+    // tick that completes a flush period, not at each.
+    let (d, mut host) = boot_counting(CONFIG);
+    let tick = hookstamp::budget::TICK_MS;
+    assert_eq!(host.tick_ms, Some(tick));
+    stamped(&d, &mut host, 2);
+    for _ in 1..hookstamp::budget::FLUSH_MS / tick {
+        d.on_tick(&mut host, ROOT);
+    }
+    assert_eq!(host.metric(STAMPED), 0);
+    d.on_tick(&mut host, ROOT);
+    assert_eq!(host.metric(STAMPED), 1);
+    // A tick that answers a held request hands the counts over at once:
+    // its answers' with the rest.
+    stamped(&d, &mut host, 3);
+    held(&d, &mut host, 4);
+    d.on_tick(&mut host, ROOT);
+    host.now_ms += 60_000;
+    d.on_tick(&mut host, ROOT);
+    assert_eq!(host.replies.len(), 1, "{:?}", host.replies);
+    assert_eq!(
+        host.metric("hookstamp_body_timeout_total.source=stripe;"),
+        1
+    );
+    assert_eq!(host.metric(STAMPED), 2);
+}
+
+#[test]
+fn kept_counts_reach_the_proxy_when_a_root_goes() {
+    let (d, mut host) = boot_counting(CONFIG);
+    stamped(&d, &mut host, 2);
+    d.on_tick(&mut host, ROOT);
+    assert_eq!(host.metric(STAMPED), 0);
+    // Its VM may go with the root, before another tick.
+    d.on_delete(&mut host, ROOT);
+    assert_eq!(host.metric(STAMPED), 1);
+    // A host that does not keep them hands each over at once, and a
+    // header-only plugin on it sets no tick.
+    let d = Contexts::default();
+    let mut host = MockHost {
+        config: br#"{"sources": [{"id": "github", "dedupe": "github"}]}"#.to_vec(),
+        ..MockHost::default()
+    };
+    d.on_context_create(ROOT, 0);
+    assert!(d.on_configure(&mut host, ROOT), "{:?}", host.log);
+    assert_eq!(host.tick_ms, None);
+    stamped(&d, &mut host, 2);
+    assert_eq!(host.metric(STAMPED), 1);
 }

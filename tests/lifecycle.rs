@@ -319,7 +319,7 @@ fn a_full_budget_answers_503_never_keyless() {
     assert_eq!(host.metric("hookstamp_busy_total.source=stripe;"), 1);
     assert!(vm.held_bytes() <= 6000);
     // A held request that ends gives its bytes back: the next one fits.
-    vm.on_delete(2);
+    vm.on_delete(&mut host, 2);
     host.replies.clear();
     assert_eq!(
         start(&mut vm, &mut host, 100, &h, false),
@@ -518,7 +518,7 @@ fn a_reset_mid_body_gives_everything_back() {
     start(&mut vm, &mut host, 2, &post("/webhooks/stripe", &[]), false);
     chunk(&mut vm, &mut host, 2, &EVENT[..10], false);
     assert!(vm.held_bytes() > 0);
-    vm.on_delete(2);
+    vm.on_delete(&mut host, 2);
     assert_eq!((vm.held_requests(), vm.held_bytes()), (0, 0));
 }
 
@@ -1551,7 +1551,7 @@ fn a_request_with_a_roots_id_leaves_the_plugin_configured() {
         &post("/webhooks/github", &[("x-github-delivery", "d")]),
         true,
     );
-    vm.on_delete(ROOT);
+    vm.on_delete(&mut host, ROOT);
     start(
         &mut vm,
         &mut host,

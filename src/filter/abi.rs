@@ -13,6 +13,7 @@
 //! runs: no export is renamed or removed after the link.
 
 use super::contexts::{Clock, Contexts, Proxy};
+use super::counts::Pending;
 use crate::host::{
     self, ConfigHost, DataStatus, Header, HeadersStatus, HostError, HostResult, Level, MetricKind,
     StreamHost, Streams,
@@ -279,10 +280,9 @@ impl StreamHost for Wasm {
     }
 
     fn increment_metric(&mut self, id: u32, by: u64) -> HostResult<()> {
-        let by = i64::try_from(by).unwrap_or(i64::MAX);
-        // SAFETY: no memory is passed.
-        let s = unsafe { imports::proxy_increment_metric(id, by) };
-        status("proxy_increment_metric", s)
+        // Handed to Envoy at the tick (`flush_counts`).
+        PENDING.with(|p| p.borrow_mut().add(id, by));
+        Ok(())
     }
 
     fn record_metric(&mut self, id: u32, value: u64) -> HostResult<()> {
@@ -330,6 +330,10 @@ impl ConfigHost for Wasm {
     fn log(&mut self, level: Level, message: &str) {
         log(level, message);
     }
+
+    fn counts_on_tick(&self) -> bool {
+        true
+    }
 }
 
 impl Streams for Wasm {
@@ -369,6 +373,22 @@ impl Proxy for Wasm {
     fn clock_read(&self) -> Option<u64> {
         self.read
     }
+
+    fn flush_counts(&mut self) {
+        PENDING.with(|p| {
+            p.borrow_mut().drain(|id, by| {
+                let by = i64::try_from(by).unwrap_or(i64::MAX);
+                // SAFETY: no memory is passed. A refused increment is
+                // dropped, as an increment made at once would be.
+                let _ = unsafe { imports::proxy_increment_metric(id, by) };
+            });
+        });
+    }
+}
+
+thread_local! {
+    /// The VM's counter increments until the next tick (`counts`).
+    static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
 }
 
 fn record_metric(id: u32, value: u64) -> HostResult<()> {
@@ -485,5 +505,5 @@ pub extern "C" fn proxy_on_tick(root: u32) {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_delete(context: u32) {
-    CONTEXTS.with(|c| c.on_delete(context));
+    CONTEXTS.with(|c| c.on_delete(&mut Wasm::default(), context));
 }

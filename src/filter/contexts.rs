@@ -3,6 +3,7 @@
 //! over the proxy (`Proxy`), so the tests run it natively with the mock
 //! host; `abi` runs it with the real one.
 
+use crate::budget::FLUSH_MS;
 use crate::host::{DataStatus, HeadersStatus, HostResult, Level, StreamHost, Streams};
 use crate::lifecycle::{ById, Instance, Plugin, Request};
 use std::cell::{Cell, RefCell};
@@ -21,6 +22,9 @@ pub trait Proxy: Streams<Key = u32> + StreamHost {
     fn set_clock(&mut self, clock: Clock);
     /// The proxy's clock as a `Clock::Once` read it, if it was read.
     fn clock_read(&self) -> Option<u64>;
+    /// Hands the proxy the counter increments kept since the last flush
+    /// (`counts`): at each tick, and when a root goes.
+    fn flush_counts(&mut self);
 }
 
 /// The clock a callback reads (`Proxy::set_clock`).
@@ -55,6 +59,9 @@ struct Ticked {
 #[derive(Default)]
 pub struct Contexts {
     map: RefCell<Map>,
+    /// How long since the counts were last handed over, as the ticks since
+    /// tell it (`counts`), in milliseconds.
+    since_flush_ms: Cell<u32>,
     /// Deletes that arrived while a callback ran: never seen from Envoy,
     /// which defers its calls past the current one; kept for any host that
     /// calls back into the module from inside a host call.
@@ -93,16 +100,21 @@ impl Contexts {
             return or;
         };
         for c in std::mem::take(&mut *self.deferred.borrow_mut()) {
-            self.delete(&mut map, c);
+            if self.delete(&mut map, c) {
+                host.flush_counts();
+            }
         }
         f(&mut map, host)
     }
 
-    /// Deletes a request or a root; a root's ticks stop with it.
-    fn delete(&self, map: &mut Map, context: u32) {
-        if map.requests.remove(&context).is_none() && map.roots.remove(&context).is_some() {
+    /// Deletes a request or a root; a root's ticks stop with it. Whether
+    /// it was a root.
+    fn delete(&self, map: &mut Map, context: u32) -> bool {
+        let root = map.requests.remove(&context).is_none() && map.roots.remove(&context).is_some();
+        if root {
             self.forget_tick();
         }
+        root
     }
 
     /// A root deleted or configured: the ticks that kept the clock may have
@@ -276,19 +288,43 @@ impl Contexts {
         });
         host.set_clock(Clock::Once);
         let instance = self.with(host, None, |map, _| map.roots.get(&root).cloned().flatten());
-        if instance.is_some_and(|i| i.on_tick(host)) {
+        // A root without a configuration that ticks hands the counts over.
+        let period = instance.as_ref().map_or(FLUSH_MS, |i| i.tick_ms());
+        let answered = instance.is_some_and(|i| i.on_tick(host));
+        if answered {
             let _ = host.set_effective_context(root);
         }
+        self.flush_after(host, period, answered);
         self.keep_read(host);
         host.set_clock(Clock::Proxy);
     }
 
+    /// Hands the counts over where the tick answered a held request (its
+    /// answers are counted as they reach their clients), or where a flush
+    /// period has passed since the last time, as the ticks tell it (each
+    /// root's ticks its own period): no clock is read for it.
+    fn flush_after(&self, host: &mut impl Proxy, period_ms: u32, answered: bool) {
+        let since = self.since_flush_ms.get().saturating_add(period_ms);
+        if answered || since >= FLUSH_MS {
+            host.flush_counts();
+            self.since_flush_ms.set(0);
+        } else {
+            self.since_flush_ms.set(since);
+        }
+    }
+
     /// proxy_on_delete: done now, or before the next callback when one
-    /// runs. A root's instance lives on with the requests that use it.
-    pub fn on_delete(&self, context: u32) {
+    /// runs. A root's instance lives on with the requests that use it; the
+    /// counts kept go to the proxy with a root (its VM may go with it,
+    /// before another tick).
+    pub fn on_delete(&self, host: &mut impl Proxy, context: u32) {
         self.stopped.borrow_mut().retain(|c| *c != context);
         match self.map.try_borrow_mut() {
-            Ok(mut map) => self.delete(&mut map, context),
+            Ok(mut map) => {
+                if self.delete(&mut map, context) {
+                    host.flush_counts();
+                }
+            }
             Err(_) => self.deferred.borrow_mut().push(context),
         }
     }

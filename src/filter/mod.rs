@@ -4,6 +4,7 @@
 //! proxy, so the tests run it natively with the mock host.
 
 pub mod contexts;
+pub mod counts;
 
 #[cfg(target_arch = "wasm32")]
 mod abi;

@@ -18,7 +18,7 @@
 //! filter, never passed unstamped. A resource limit answers 503 or 408,
 //! which a provider retries; a host call that fails answers 500.
 
-use crate::budget::{Pool, TICK_MS};
+use crate::budget::{Pool, FLUSH_MS, TICK_MS};
 use crate::config::{self, Config};
 use crate::host::{ConfigHost, DataStatus, HeadersStatus, HostError, Level, StreamHost};
 use crate::metrics::{bump, Metrics};
@@ -54,6 +54,8 @@ pub struct Plugin {
     hinted: AtomicBool,
     /// Whether a worker running it needs the tick (`ticks`), found at load.
     ticks: bool,
+    /// The tick period it set, 0 for none.
+    tick_ms: u32,
 }
 
 impl Plugin {
@@ -71,11 +73,20 @@ impl Plugin {
             host.log(Level::Warn, w);
         }
         let config = loaded.config;
+        // Deadlines are checked on the tick too: a stalled body sends no
+        // chunk that could notice it. And a host that keeps its counts
+        // until the tick needs it whatever the sources.
+        // Deadlines are checked on the tick: a stalled body sends no chunk
+        // that could notice it. A host that keeps its counts until a tick
+        // (the .wasm's) needs a slower one whatever the sources.
         let ticks = config.sources.iter().any(|s| s.needs_body() || s.streams());
-        if ticks {
-            // Deadlines are checked on the tick too: a stalled body sends
-            // no chunk that could notice it.
-            if let Err(e) = host.set_tick_period_ms(TICK_MS) {
+        let tick_ms = match (ticks, host.counts_on_tick()) {
+            (true, _) => TICK_MS,
+            (false, true) => FLUSH_MS,
+            (false, false) => 0,
+        };
+        if tick_ms > 0 {
+            if let Err(e) = host.set_tick_period_ms(tick_ms) {
                 return refuse(host, &[format!("config: cannot set the tick period: {e}")]);
             }
         }
@@ -95,6 +106,7 @@ impl Plugin {
             gauges_set,
             hinted: AtomicBool::new(false),
             ticks,
+            tick_ms,
         })
     }
 
@@ -131,6 +143,8 @@ pub struct Instance<K> {
     _owned: Option<Arc<Plugin>>,
     /// Whether its plugin needs the tick (`Plugin::ticks`).
     ticks: bool,
+    /// Its plugin's tick period, 0 for none.
+    tick_ms: u32,
     holds: RefCell<Holds<K>>,
     /// Each request's number on this instance: never reused, never wraps
     /// (2^64 requests).
@@ -174,6 +188,7 @@ impl<K: Copy> Instance<K> {
             plugin: Arc::downgrade(plugin),
             _owned: owned,
             ticks: plugin.ticks,
+            tick_ms: plugin.tick_ms,
             holds: RefCell::new(Holds {
                 requests: ById::default(),
                 pool: Pool::default(),
@@ -204,6 +219,11 @@ impl<K: Copy> Instance<K> {
     /// Whether its plugin needs the tick.
     pub fn ticks(&self) -> bool {
         self.ticks
+    }
+
+    /// Its plugin's tick period in milliseconds, 0 for none.
+    pub fn tick_ms(&self) -> u32 {
+        self.tick_ms
     }
 
     /// How many requests it holds for their body, and their bytes; `None`

@@ -91,6 +91,10 @@ pub struct MockHost {
     /// Runs before every host call, as a host that calls back into the
     /// module from inside a host call would (the dispatch tests).
     pub on_call: Option<Box<dyn FnMut(Call)>>,
+    /// Keeps counter increments until the tick, as the .wasm's host does
+    /// (`filter::counts`): `metrics` then has them only once flushed.
+    pub counts_on_tick: bool,
+    pub pending: hookstamp::filter::counts::Pending,
 }
 
 impl MockHost {
@@ -188,6 +192,10 @@ impl StreamHost for MockHost {
 
     fn increment_metric(&mut self, id: u32, by: u64) -> HostResult<()> {
         self.call(Call::IncrementMetric)?;
+        if self.counts_on_tick {
+            self.pending.add(id, by);
+            return Ok(());
+        }
         if let Some((_, v)) = self.metrics.get_mut(id as usize) {
             *v += i64::try_from(by).unwrap_or(i64::MAX);
         }
@@ -261,6 +269,10 @@ impl ConfigHost for MockHost {
     fn log(&mut self, level: Level, message: &str) {
         self.log.push((level, message.to_owned()));
     }
+
+    fn counts_on_tick(&self) -> bool {
+        self.counts_on_tick
+    }
 }
 
 /// The tick reaches a held request by making its context current, as
@@ -301,5 +313,14 @@ impl Proxy for MockHost {
 
     fn clock_read(&self) -> Option<u64> {
         self.clock_read
+    }
+
+    fn flush_counts(&mut self) {
+        let metrics = &mut self.metrics;
+        self.pending.drain(|id, by| {
+            if let Some((_, v)) = metrics.get_mut(id as usize) {
+                *v += i64::try_from(by).unwrap_or(i64::MAX);
+            }
+        });
     }
 }

@@ -16,6 +16,9 @@ from pathlib import Path
 from cases import ROOT
 
 WASM = Path(os.environ.get("HOOKSTAMP_WASM", ROOT / "target" / "hookstamp.wasm"))
+# How long a Wasm filter's counter increments may wait in its VM (within
+# 100 ms while its ticks come on time: src/budget.rs FLUSH_MS), with room.
+COUNTS_LAG_S = 0.3
 # The Envoy dynamic module (make dynamic-module): the same filter, native.
 SO = Path(os.environ.get("HOOKSTAMP_SO", ROOT / "target" / "libhookstamp.so"))
 # Which build a bootstrap loads unless told: "wasm" or "dynmod".
@@ -227,6 +230,9 @@ class Envoy:
         self.cfg.write_text(json.dumps(boot, indent=1))
         self.log = Path(self.dir) / "envoy.log"
         self.admin = boot["admin"]["address"]["socket_address"]["port_value"]
+        # A Wasm filter's counters reach Envoy within 100 ms (src/budget.rs
+        # FLUSH_MS): its stats are read once that has passed.
+        self.counts_lag_s = COUNTS_LAG_S if "filters.http.wasm.v3.Wasm" in self.cfg.read_text() else 0
         exe = [exe] if exe else [*prefix, envoy_exe()] if prefix else [envoy_bin()]
         # Where `dynamic_module_config: {name: hookstamp}` finds the module.
         penv = dict(os.environ, ENVOY_DYNAMIC_MODULES_SEARCH_PATH=str(SO.parent), **(env or {}))
@@ -253,6 +259,8 @@ class Envoy:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def stats(self, path="/stats/prometheus"):
+        if path.startswith("/stats"):
+            time.sleep(self.counts_lag_s)
         with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}{path}", timeout=5) as r:
             return r.read().decode()
 
