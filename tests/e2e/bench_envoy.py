@@ -23,7 +23,8 @@ answering with direct_response so no upstream is the bottleneck:
       the 8 header adds: the floor of any module
   (r), (r.so) the empty filter, .wasm and module, making (c)'s host calls
       (its header list read, its eight stamps added, two counters, the
-      access log's reason): (c) − (r) is hookstamp's own work between them
+      access log's reason; the .wasm's counters at a 50 ms tick, as
+      hookstamp's .wasm counts): (c) − (r) is hookstamp's own work between them
   (hc), (hc.so) the empty filter making (c)'s stamps by hand (the same
       values, hookstamp's SHA-256) and its other calls: the floor of any
       filter stamping what (c) stamps; (c) − (hc) is what hookstamp's
@@ -113,6 +114,10 @@ TWIN = ([f"{k}: {v}" for k, v in STAMPS8]
 # and (c)'s other calls: (c)'s work with nothing of hookstamp's
 # configuration, checks or generality, the floor under (c) of any filter.
 HAND = ["hand"] + TWIN[len(STAMPS8) + 1:]
+# The .wasm's twins count as hookstamp's .wasm does: each counter's
+# increments handed to Envoy at a tick, not one call a request
+# (src/filter/counts.rs).
+AT_TICK = ["counts at tick"]
 # (xed), (xed.so): the empty filter verifying one Ed25519 signature over as
 # many bytes as (ved) signs (its id, timestamp and 1 KiB body), with
 # hookstamp's crate and features: what the check alone costs, the floor
@@ -124,8 +129,8 @@ ENVOYS = {  # name: (wasm, or proxy.SO for the dynamic module, or None for no fi
     "h8": (HEADER_MUTATION, None),
     "n": (NOOP, []),
     "n8": (NOOP, ["8"]),
-    "r": (NOOP, TWIN),
-    "hc": (NOOP, HAND),
+    "r": (NOOP, TWIN + AT_TICK),
+    "hc": (NOOP, HAND + AT_TICK),
     "xed": (NOOP, CHECK),
     "b": (proxy.WASM, {"prefix": "/elsewhere", "sources": []}),
     "c": (proxy.WASM, GITHUB),

@@ -13,6 +13,9 @@
 //! - `why VALUE`: sets the property hookstamp sets for the access log;
 //! - `tick`: sets a tick period, as hookstamp does: what Envoy keeps for a
 //!   configuration that ticks (tests/e2e/test_reload.py measures it);
+//! - `counts at tick` (the .wasm only): the counters' increments kept and
+//!   handed to Envoy at a 50 ms tick, one call a counter, as hookstamp's
+//!   .wasm hands its counts over (src/filter/counts.rs);
 //! - `ed25519 N` (`ed25519 N wrong`: a signature that fails): verifies one
 //!   Ed25519 signature over N bytes a request,
 //!   with the crate, features and opt-levels hookstamp's builds use, the key
@@ -62,6 +65,7 @@ struct Plan {
     counters: Vec<String>,
     why: Option<String>,
     tick: bool,
+    counts_at_tick: bool,
     ed25519: Option<Ed25519>,
     hand: bool,
 }
@@ -163,6 +167,10 @@ impl Ed25519 {
 fn plan(text: &str) -> Plan {
     let mut p = Plan::default();
     for line in text.lines().map(str::trim) {
+        if line == "counts at tick" {
+            p.counts_at_tick = true;
+            continue;
+        }
         if let Some((name, value)) = line.split_once(": ") {
             p.adds.push((name.to_owned(), value.to_owned()));
             continue;
@@ -198,6 +206,7 @@ mod filter {
     use proxy_wasm::hostcalls;
     use proxy_wasm::traits::{Context, HttpContext, RootContext};
     use proxy_wasm::types::{Action, BufferType, ContextType, MapType, MetricType};
+    use std::cell::Cell;
     use std::rc::Rc;
 
     extern "C" {
@@ -223,6 +232,8 @@ mod filter {
     struct Calls {
         plan: super::Plan,
         counters: Vec<u32>,
+        /// Requests counted since the last tick (`counts at tick`).
+        pending: Cell<u64>,
     }
 
     /// The request's header map as the host serialises it; `None` where
@@ -276,7 +287,9 @@ mod filter {
                 _ => String::new(),
             };
             let plan = super::plan(&text);
-            if plan.tick {
+            if plan.counts_at_tick {
+                let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(50));
+            } else if plan.tick {
                 let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(100));
             }
             let counters = plan
@@ -284,8 +297,21 @@ mod filter {
                 .iter()
                 .filter_map(|name| hostcalls::define_metric(MetricType::Counter, name).ok())
                 .collect();
-            self.calls = Rc::new(Calls { plan, counters });
+            self.calls = Rc::new(Calls {
+                plan,
+                counters,
+                pending: Cell::new(0),
+            });
             true
+        }
+
+        fn on_tick(&mut self) {
+            let n = self.calls.pending.take();
+            if n > 0 {
+                for id in self.calls.counters.iter() {
+                    let _ = hostcalls::increment_metric(*id, n as i64);
+                }
+            }
         }
 
         fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
@@ -323,8 +349,12 @@ mod filter {
             for (name, value) in p.adds.iter() {
                 let _ = hostcalls::add_map_value(MapType::HttpRequestHeaders, name, value);
             }
-            for id in c.counters.iter() {
-                let _ = hostcalls::increment_metric(*id, 1);
+            if p.counts_at_tick {
+                c.pending.set(c.pending.get() + 1);
+            } else {
+                for id in c.counters.iter() {
+                    let _ = hostcalls::increment_metric(*id, 1);
+                }
             }
             if let Some(why) = &p.why {
                 let path = "hookstamp_why";
