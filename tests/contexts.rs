@@ -22,10 +22,17 @@ const CONFIG: &str = r#"{"max_json_bytes": 1000, "max_held_bytes": 8000, "source
   {"id": "stripe", "dedupe": {"json": "id"}}]}"#;
 
 fn boot() -> (Contexts, MockHost) {
+    boot_on(CONFIG, false)
+}
+
+/// A VM configured with `config`, on a host that keeps its counts until a
+/// tick where `counts_on_tick` (the .wasm's does).
+fn boot_on(config: &str, counts_on_tick: bool) -> (Contexts, MockHost) {
     let d = Contexts::default();
     let mut host = MockHost {
-        config: CONFIG.as_bytes().to_vec(),
+        config: config.as_bytes().to_vec(),
         now_ms: 1_000_000,
+        counts_on_tick,
         ..MockHost::default()
     };
     d.on_context_create(ROOT, 0);
@@ -171,15 +178,17 @@ fn a_callback_inside_another_fails_closed_and_a_delete_inside_one_waits() {
     assert_eq!(d.holding(), Some((0, 0)));
 }
 
-/// A held request of a body source, its headers in (`request`'s, to the
-/// stripe source).
-fn held(d: &Contexts, host: &mut MockHost, ctx: u32) {
+/// A request's headers in, on a new context `ctx` (`request`'s, to `path`).
+fn arrive(d: &Contexts, host: &mut MockHost, ctx: u32, path: &str, end: bool) -> HeadersStatus {
     d.on_context_create(ctx, ROOT);
-    request(host, ctx, "/webhooks/stripe");
-    assert_eq!(
-        d.on_request_headers(host, ctx, false),
-        HeadersStatus::StopIteration
-    );
+    request(host, ctx, path);
+    d.on_request_headers(host, ctx, end)
+}
+
+/// A held request of a body source, its headers in (to the stripe source).
+fn held(d: &Contexts, host: &mut MockHost, ctx: u32) {
+    let status = arrive(d, host, ctx, "/webhooks/stripe", false);
+    assert_eq!(status, HeadersStatus::StopIteration);
 }
 
 #[test]
@@ -432,38 +441,21 @@ fn a_tick_without_a_clock_leaves_the_streams_the_proxys() {
     assert_eq!(host.clock_reads, reads + 1);
 }
 
-/// A VM whose host keeps its counts until a tick (the .wasm's), on `config`.
-fn boot_counting(config: &str) -> (Contexts, MockHost) {
-    let d = Contexts::default();
-    let mut host = MockHost {
-        config: config.as_bytes().to_vec(),
-        now_ms: 1_000_000,
-        counts_on_tick: true,
-        ..MockHost::default()
-    };
-    d.on_context_create(ROOT, 0);
-    assert!(d.on_configure(&mut host, ROOT), "{:?}", host.log);
-    (d, host)
-}
-
-/// A GitHub request stamped at its headers, on context `ctx`.
+/// A GitHub request stamped at its headers, on context `ctx`, and over.
 fn stamped(d: &Contexts, host: &mut MockHost, ctx: u32) {
-    d.on_context_create(ctx, ROOT);
-    request(host, ctx, "/webhooks/github");
-    assert_eq!(
-        d.on_request_headers(host, ctx, true),
-        HeadersStatus::Continue
-    );
+    let status = arrive(d, host, ctx, "/webhooks/github", true);
+    assert_eq!(status, HeadersStatus::Continue);
     d.on_delete(host, ctx);
 }
 
+const GITHUB: &str = r#"{"sources": [{"id": "github", "dedupe": "github"}]}"#;
 const STAMPED: &str = "hookstamp_requests_stamped_total.source=github;";
 
 #[test]
 fn kept_counts_reach_the_proxy_at_the_first_tick_a_flush_period_after_the_last() {
     // Header sources only: the plugin ticks for its counts alone, at the
     // flush period, and each tick hands them over.
-    let (d, mut host) = boot_counting(r#"{"sources": [{"id": "github", "dedupe": "github"}]}"#);
+    let (d, mut host) = boot_on(GITHUB, true);
     assert_eq!(host.tick_ms, Some(hookstamp::budget::FLUSH_MS));
     stamped(&d, &mut host, 2);
     stamped(&d, &mut host, 3);
@@ -474,7 +466,7 @@ fn kept_counts_reach_the_proxy_at_the_first_tick_a_flush_period_after_the_last()
     assert_eq!(host.metric(STAMPED), 2, "each increment handed over once");
     // A body source ticks faster, for its deadlines: the counts go at the
     // tick that completes a flush period, not at each.
-    let (d, mut host) = boot_counting(CONFIG);
+    let (d, mut host) = boot_on(CONFIG, true);
     let tick = hookstamp::budget::TICK_MS;
     assert_eq!(host.tick_ms, Some(tick));
     stamped(&d, &mut host, 2);
@@ -501,7 +493,7 @@ fn kept_counts_reach_the_proxy_at_the_first_tick_a_flush_period_after_the_last()
 
 #[test]
 fn kept_counts_reach_the_proxy_when_a_root_goes() {
-    let (d, mut host) = boot_counting(CONFIG);
+    let (d, mut host) = boot_on(CONFIG, true);
     stamped(&d, &mut host, 2);
     d.on_tick(&mut host, ROOT);
     assert_eq!(host.metric(STAMPED), 0);
@@ -510,13 +502,7 @@ fn kept_counts_reach_the_proxy_when_a_root_goes() {
     assert_eq!(host.metric(STAMPED), 1);
     // A host that does not keep them hands each over at once, and a
     // header-only plugin on it sets no tick.
-    let d = Contexts::default();
-    let mut host = MockHost {
-        config: br#"{"sources": [{"id": "github", "dedupe": "github"}]}"#.to_vec(),
-        ..MockHost::default()
-    };
-    d.on_context_create(ROOT, 0);
-    assert!(d.on_configure(&mut host, ROOT), "{:?}", host.log);
+    let (d, mut host) = boot_on(GITHUB, false);
     assert_eq!(host.tick_ms, None);
     stamped(&d, &mut host, 2);
     assert_eq!(host.metric(STAMPED), 1);
