@@ -420,6 +420,25 @@ fn a_deleted_roots_live_request_reads_the_proxys_clock() {
 }
 
 #[test]
+fn a_root_that_ticks_for_its_counts_alone_keeps_no_clock_for_the_streams() {
+    // Its ticks come every 50 ms, ten times a deadline's tick: a clock kept
+    // from one could be that late. After the body source's root goes, a
+    // header-only root's tick leaves its live request on the proxy's clock.
+    let (d, mut host) = boot_on(CONFIG, true);
+    d.on_tick(&mut host, ROOT);
+    held(&d, &mut host, 2);
+    d.on_delete(&mut host, ROOT);
+    configure(&d, 7, GITHUB);
+    d.on_tick(&mut host, 7);
+    host.chunk = b"{".to_vec();
+    d.on_request_body(&mut host, 2, 1, false);
+    assert!(host.replies.is_empty(), "{:?}", host.replies);
+    host.now_ms += 10_001;
+    d.on_request_body(&mut host, 2, 1, false);
+    assert!(host.replies.iter().any(|(c, r)| *c == 2 && r.status == 408));
+}
+
+#[test]
 fn a_tick_without_a_clock_leaves_the_streams_the_proxys() {
     // The proxy's clock failed at the tick (read as 0, for the request it
     // holds): the streams read the proxy's own, and are late by it.

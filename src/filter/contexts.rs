@@ -277,24 +277,30 @@ impl Contexts {
 
     /// proxy_on_tick of a root context: a new tick for the streams'
     /// clock (`clock_for`); its instance's tick, each answer made with its
-    /// request's context current, the root's again after. The proxy's
+    /// request's context current, the root's again after; the counts kept,
+    /// handed over when their time has come (`flush_after`). The proxy's
     /// clock is read once a tick: by the tick where its instance holds a
     /// request (its deadlines), else by the first callback that needs it.
     pub fn on_tick(&self, host: &mut impl Proxy, root: u32) {
+        let instance = self.with(host, None, |map, _| map.roots.get(&root).cloned().flatten());
+        let Some(instance) = instance.filter(|i| i.ticks()) else {
+            // A root that ticks for its counts alone (every FLUSH_MS; or
+            // one without a configuration) holds nothing, and keeps no
+            // clock for the streams: theirs stays within a 5 ms tick.
+            self.flush_after(host, FLUSH_MS, false);
+            return;
+        };
         self.ticked.set(Ticked {
             at_ms: 0,
             callbacks: 0,
             ticking: true,
         });
         host.set_clock(Clock::Once);
-        let instance = self.with(host, None, |map, _| map.roots.get(&root).cloned().flatten());
-        // A root without a configuration that ticks hands the counts over.
-        let period = instance.as_ref().map_or(FLUSH_MS, |i| i.tick_ms());
-        let answered = instance.is_some_and(|i| i.on_tick(host));
+        let answered = instance.on_tick(host);
         if answered {
             let _ = host.set_effective_context(root);
         }
-        self.flush_after(host, period, answered);
+        self.flush_after(host, instance.tick_ms(), answered);
         self.keep_read(host);
         host.set_clock(Clock::Proxy);
     }
