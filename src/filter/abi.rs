@@ -280,7 +280,7 @@ impl StreamHost for Wasm {
     }
 
     fn increment_metric(&mut self, id: u32, by: u64) -> HostResult<()> {
-        // Handed to Envoy at the tick (`flush_counts`).
+        // Handed to Envoy at a tick (`flush_counts`).
         PENDING.with(|p| p.borrow_mut().add(id, by));
         Ok(())
     }
@@ -387,7 +387,7 @@ impl Proxy for Wasm {
 }
 
 thread_local! {
-    /// The VM's counter increments until the next tick (`counts`).
+    /// The VM's counter increments until a tick hands them over (`counts`).
     static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
 }
 

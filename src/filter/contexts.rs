@@ -23,7 +23,8 @@ pub trait Proxy: Streams<Key = u32> + StreamHost {
     /// The proxy's clock as a `Clock::Once` read it, if it was read.
     fn clock_read(&self) -> Option<u64>;
     /// Hands the proxy the counter increments kept since the last flush
-    /// (`counts`): at each tick, and when a root goes.
+    /// (`counts`): at a tick whose time has come (`flush_after`), and when
+    /// a root goes.
     fn flush_counts(&mut self);
 }
 

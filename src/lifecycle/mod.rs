@@ -73,9 +73,6 @@ impl Plugin {
             host.log(Level::Warn, w);
         }
         let config = loaded.config;
-        // Deadlines are checked on the tick too: a stalled body sends no
-        // chunk that could notice it. And a host that keeps its counts
-        // until the tick needs it whatever the sources.
         // Deadlines are checked on the tick: a stalled body sends no chunk
         // that could notice it. A host that keeps its counts until a tick
         // (the .wasm's) needs a slower one whatever the sources.
