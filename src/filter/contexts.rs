@@ -3,7 +3,7 @@
 //! over the proxy (`Proxy`), so the tests run it natively with the mock
 //! host; `abi` runs it with the real one.
 
-use crate::budget::FLUSH_MS;
+use crate::budget::{FLUSH_MS, TICK_MS};
 use crate::host::{DataStatus, HeadersStatus, HostResult, Level, StreamHost, Streams};
 use crate::lifecycle::{ById, Instance, Plugin, Request};
 use std::cell::{Cell, RefCell};
@@ -301,7 +301,7 @@ impl Contexts {
         if answered {
             let _ = host.set_effective_context(root);
         }
-        self.flush_after(host, instance.tick_ms(), answered);
+        self.flush_after(host, TICK_MS, answered);
         self.keep_read(host);
         host.set_clock(Clock::Proxy);
     }

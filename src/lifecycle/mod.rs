@@ -54,8 +54,6 @@ pub struct Plugin {
     hinted: AtomicBool,
     /// Whether a worker running it needs the tick (`ticks`), found at load.
     ticks: bool,
-    /// The tick period it set, 0 for none.
-    tick_ms: u32,
 }
 
 impl Plugin {
@@ -103,7 +101,6 @@ impl Plugin {
             gauges_set,
             hinted: AtomicBool::new(false),
             ticks,
-            tick_ms,
         })
     }
 
@@ -140,8 +137,6 @@ pub struct Instance<K> {
     _owned: Option<Arc<Plugin>>,
     /// Whether its plugin needs the tick (`Plugin::ticks`).
     ticks: bool,
-    /// Its plugin's tick period, 0 for none.
-    tick_ms: u32,
     holds: RefCell<Holds<K>>,
     /// Each request's number on this instance: never reused, never wraps
     /// (2^64 requests).
@@ -185,7 +180,6 @@ impl<K: Copy> Instance<K> {
             plugin: Arc::downgrade(plugin),
             _owned: owned,
             ticks: plugin.ticks,
-            tick_ms: plugin.tick_ms,
             holds: RefCell::new(Holds {
                 requests: ById::default(),
                 pool: Pool::default(),
@@ -216,11 +210,6 @@ impl<K: Copy> Instance<K> {
     /// Whether its plugin needs the tick.
     pub fn ticks(&self) -> bool {
         self.ticks
-    }
-
-    /// Its plugin's tick period in milliseconds, 0 for none.
-    pub fn tick_ms(&self) -> u32 {
-        self.tick_ms
     }
 
     /// How many requests it holds for their body, and their bytes; `None`

@@ -194,10 +194,8 @@ impl StreamHost for MockHost {
         self.call(Call::IncrementMetric)?;
         if self.counts_on_tick {
             self.pending.add(id, by);
-            return Ok(());
-        }
-        if let Some((_, v)) = self.metrics.get_mut(id as usize) {
-            *v += i64::try_from(by).unwrap_or(i64::MAX);
+        } else {
+            count(&mut self.metrics, id, by);
         }
         Ok(())
     }
@@ -317,10 +315,13 @@ impl Proxy for MockHost {
 
     fn flush_counts(&mut self) {
         let metrics = &mut self.metrics;
-        self.pending.drain(|id, by| {
-            if let Some((_, v)) = metrics.get_mut(id as usize) {
-                *v += i64::try_from(by).unwrap_or(i64::MAX);
-            }
-        });
+        self.pending.drain(|id, by| count(metrics, id, by));
+    }
+}
+
+/// A counter's increment, into the host's metrics.
+fn count(metrics: &mut [(String, i64)], id: u32, by: u64) {
+    if let Some((_, v)) = metrics.get_mut(id as usize) {
+        *v += i64::try_from(by).unwrap_or(i64::MAX);
     }
 }
