@@ -262,3 +262,31 @@ fn a_request_keeps_its_configuration_until_it_ends() {
     unsafe { envoy_dynamic_module_on_http_filter_config_destroy(other) };
     assert!(other_weak.upgrade().is_none());
 }
+
+/// A worker's ended stream leaves its allocation to the worker's next
+/// (`filter_new` makes none then), never to a stream still live; what the
+/// ended stream held is gone with it, not kept in the spare room.
+#[test]
+fn a_worker_reuses_an_ended_streams_room_and_nothing_it_held() {
+    let (c, weak) = load(SEALED);
+    let first = unsafe { envoy_dynamic_module_on_http_filter_new(c, 0x4000 as *mut c_void) };
+    let live = unsafe { envoy_dynamic_module_on_http_filter_new(c, 0x4001 as *mut c_void) };
+    assert_ne!(first, live);
+    unsafe { envoy_dynamic_module_on_http_filter_destroy(first) };
+    // Blocks of every size up to 1 KiB taken meanwhile: a room freed to
+    // the allocator would be one of them.
+    let taken: Vec<Vec<u8>> = (1..=1024).map(Vec::with_capacity).collect();
+    let next = unsafe { envoy_dynamic_module_on_http_filter_new(c, 0x4002 as *mut c_void) };
+    assert!(taken.iter().all(|b| b.as_ptr().cast::<c_void>() != first));
+    assert_eq!(next, first, "the ended stream's room, reused");
+    assert_ne!(next, live);
+    unsafe {
+        envoy_dynamic_module_on_http_filter_destroy(next);
+        envoy_dynamic_module_on_http_filter_destroy(live);
+        envoy_dynamic_module_on_http_filter_config_destroy(c);
+    }
+    assert!(
+        weak.upgrade().is_none(),
+        "an ended stream's room holds no configuration"
+    );
+}
