@@ -472,3 +472,67 @@ proptest! {
         }
     }
 }
+
+/// A configuration for `a_routed_post_is_under_its_prefix`: `prefix` and
+/// both routing forms, a source id of each shape, a tenant list.
+fn routing_config(prefix: &str) -> config::Config {
+    let json = format!(
+        r#"{{"prefix": "{prefix}", "routing": ["path", "tenant_path"], "sources": [
+            {{"id": "stripe", "dedupe": "stripe"}},
+            {{"id": "Git-Hub", "dedupe": "github", "tenants": ["acme", "default"]}},
+            {{"id": "a.", "dedupe": "github", "tenant": "acme"}}]}}"#
+    );
+    config::load(&json).unwrap().config
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    /// `route::route` routes a POST that names a source by its segments as
+    /// spelled before it reads the path every way `path::under` does: sound
+    /// only because every path so routed is under the prefix by all those
+    /// readings (else it would have been passed, unstamped). Paths made of
+    /// the prefix's segments, the ids and respellings of them.
+    #[test]
+    fn a_routed_post_is_under_its_prefix(
+        prefix in prop_oneof![Just("/webhooks"), Just("/Hooks/In"), Just("/"), Just("/a.b/c~")],
+        parts in proptest::collection::vec(prop_oneof![
+            Just("webhooks"), Just("Hooks"), Just("hooks"), Just("In"), Just("in"), Just("a.b"),
+            Just("c~"), Just("stripe"), Just("Git-Hub"), Just("a."), Just("acme"), Just(""),
+            Just("."), Just(".."), Just("%2e"), Just("STRIPE"), Just("a%2Eb"), Just("x")], 0..5),
+        seps in proptest::collection::vec(prop_oneof![Just("/"), Just("//"), Just("\\"), Just("/./")], 5),
+        tail in prop_oneof![Just(""), Just("/"), Just("?a=1"), Just("#f"), Just("?/x")],
+    ) {
+        let cfg = routing_config(prefix);
+        let mut path = String::new();
+        for (part, sep) in parts.iter().zip(&seps) {
+            path.push_str(sep);
+            path.push_str(part);
+        }
+        path.push_str(tail);
+        if let hookstamp::route::Route::Source(_) = hookstamp::route::route(&cfg, "POST", &path) {
+            prop_assert!(hookstamp::path::under(&path, &cfg.prefix_view), "{} routed, not under {}", path, prefix);
+        }
+    }
+}
+
+/// The paths `a_routed_post_is_under_its_prefix` rests on are routed: a
+/// source's own path, a tenant's, with a query, and with empty segments.
+#[test]
+fn a_sources_own_paths_are_routed() {
+    for (prefix, path) in [
+        ("/webhooks", "/webhooks/stripe"),
+        ("/webhooks", "/webhooks/stripe?x=1"),
+        ("/webhooks", "//webhooks//stripe"),
+        ("/Hooks/In", "/Hooks/In/acme/Git-Hub"),
+        ("/", "/a."),
+        ("/a.b/c~", "/a.b/c~/stripe#f"),
+    ] {
+        let cfg = routing_config(prefix);
+        let got = hookstamp::route::route(&cfg, "POST", path);
+        assert!(
+            matches!(got, hookstamp::route::Route::Source(_)),
+            "{path}: {got:?}"
+        );
+    }
+}
