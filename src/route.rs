@@ -108,8 +108,9 @@ fn handshake<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
     }
 }
 
-/// The non-empty segments of a path between its `/`s (a byte search: `/`
-/// is ASCII, so every cut is a char boundary).
+/// The non-empty segments of a path between its `/`s, up to its query or
+/// fragment: found as they are read, in one pass (a byte search: `/`, `?`
+/// and `#` are ASCII, so every cut is a char boundary).
 struct Segments<'a> {
     rest: &'a str,
 }
@@ -119,8 +120,15 @@ impl<'a> Iterator for Segments<'a> {
     fn next(&mut self) -> Option<&'a str> {
         while !self.rest.is_empty() {
             let r = self.rest;
-            let end = r.bytes().position(|b| b == b'/').unwrap_or(r.len());
-            self.rest = r.get(end + 1..).unwrap_or("");
+            let end = r
+                .bytes()
+                .position(|b| matches!(b, b'/' | b'?' | b'#'))
+                .unwrap_or(r.len());
+            // After a `?` or a `#` (or at the end), no segment is left.
+            self.rest = match r.as_bytes().get(end) {
+                Some(b'/') => r.get(end + 1..).unwrap_or(""),
+                _ => "",
+            };
             match r.get(..end) {
                 Some(seg) if !seg.is_empty() => return Some(seg),
                 _ => {}
@@ -132,9 +140,6 @@ impl<'a> Iterator for Segments<'a> {
 
 /// The source a canonical path names; anything else is rejected.
 fn canonical<'a>(cfg: &'a Config, path: &'a str) -> Route<'a> {
-    // `?` and `#` are ASCII: where one is, is a char boundary.
-    let end = path.bytes().position(|b| b == b'?' || b == b'#');
-    let path = end.and_then(|e| path.get(..e)).unwrap_or(path);
     let mut segs = Segments { rest: path };
     for want in &cfg.prefix {
         if !segs
