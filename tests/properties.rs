@@ -536,3 +536,29 @@ fn a_sources_own_paths_are_routed() {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// A source's own tenant's idempotency key is its prefix made at load
+    /// and the key's encoding; any other tenant's (one the path names,
+    /// even spelled as the source's own) is encoded whole. Both are
+    /// `<tenant>:<source_id>:<key>` percent-encoded, for any key.
+    #[test]
+    fn an_idempotency_key_is_the_same_however_its_tenant_came(
+        key in proptest::collection::vec(any::<u8>(), 1..260),
+    ) {
+        let cfg = config::load(r#"{"routing": ["path", "tenant_path"], "sources": [
+            {"id": "git.hub", "dedupe": "github", "tenant": "acme"}]}"#).unwrap().config;
+        let headers = [("x-github-delivery", key.clone())];
+        let idempotency = |path: &str| -> Option<String> {
+            let d = hookstamp::decide::decide(&cfg, "POST", path, &headers, b"", 0);
+            let Outcome::Forward { stamped, .. } = d.outcome else { return None };
+            let h = stamped.headers.iter().find(|(n, _)| *n == "x-hookstamp-idempotency-key");
+            h.map(|(_, v)| v.to_string())
+        };
+        let want = format!("acme:git.hub:{}", hookstamp::stamps::encode(&hookstamp::key::cap(key.clone().into(), hookstamp::dedupe::MAX_DEDUPE_KEY)));
+        prop_assert_eq!(idempotency("/webhooks/git.hub"), Some(want.clone()));
+        prop_assert_eq!(idempotency("/webhooks/acme/git.hub"), Some(want));
+    }
+}

@@ -125,6 +125,9 @@ pub struct Source {
     pub id: String,
     pub tenant: String,
     pub dedupe: Option<Dedupe>,
+    /// What the idempotency key of a request for the source's own tenant
+    /// begins with, `<tenant>:<id>:` encoded: made once, at load.
+    pub idempotency_prefix: String,
     /// The ordered sinks, by sink index.
     pub lanes: Vec<Lane>,
     /// Every JSON path this source reads; one decode serves them all.

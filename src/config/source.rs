@@ -139,10 +139,12 @@ fn source_parts(
     )
     .map(str::to_owned);
     let content_type = content_type(&mut reads, form_json.is_some());
+    let idempotency_prefix = crate::stamps::encode_joined(&[tenant.as_bytes(), id.as_bytes(), b""]);
     let source = Source {
         id,
         tenant,
         dedupe,
+        idempotency_prefix,
         lanes,
         paths: reads.paths,
         headers: reads.headers,

@@ -323,10 +323,18 @@ fn dedupe<'a>(m: &Making<'a, '_>, out: &mut Stamped<'a>) -> Option<Cow<'a, [u8]>
     };
     out.dedupe_key_hashed = raw.len() > MAX_DEDUPE_KEY;
     let k = key::cap(raw, MAX_DEDUPE_KEY);
-    // `<tenant>:<source_id>:<key>`, percent-encoded.
-    let idem = stamps::encode_joined(&[m.tenant.as_bytes(), m.src.id.as_bytes(), &k]);
+    let key = stamps::encode_key(&k);
+    // `<tenant>:<source_id>:<key>`, percent-encoded: the encoding is byte
+    // by byte, so for the source's own tenant (the one the route lends,
+    // told by its address, not its text) it is the prefix made at load
+    // and the key's own encoding.
+    let idem = if std::ptr::eq(m.tenant, m.src.tenant.as_str()) {
+        [m.src.idempotency_prefix.as_str(), &key].concat()
+    } else {
+        stamps::encode_joined(&[m.tenant.as_bytes(), m.src.id.as_bytes(), &k])
+    };
     let h = &mut out.headers;
-    h.push((stamps::DEDUPE_KEY, stamps::encode_key(&k).into()));
+    h.push((stamps::DEDUPE_KEY, key.into()));
     h.push((stamps::DEDUPE_TTL_MS, Value::from(d.ttl_ms.as_str())));
     h.push((stamps::IDEMPOTENCY_KEY, idem.into()));
     Some(k)
