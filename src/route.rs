@@ -75,15 +75,18 @@ pub fn route<'a>(cfg: &'a Config, method: &str, path: &'a str) -> Route<'a> {
     // its segments are the prefix's, as it is spelled. Routed without
     // them, which cost such a request some 600 instructions in V8.
     if method == "POST" {
-        if let found @ Route::Source(_) = canonical(cfg, path) {
-            return found;
-        }
+        // Its segments read once: the answer under the prefix too.
+        let found = canonical(cfg, path);
+        return if matches!(found, Route::Source(_)) || path::under(path, &cfg.prefix_view) {
+            found
+        } else {
+            Route::Pass
+        };
     }
     if !path::under(path, &cfg.prefix_view) {
         return Route::Pass;
     }
     match method {
-        "POST" => canonical(cfg, path),
         "GET" => handshake(cfg, path),
         "HEAD" => Route::Pass,
         _ => Route::MethodNotAllowed,

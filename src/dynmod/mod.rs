@@ -183,8 +183,12 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
     });
     // After a panic: a filter with no configuration, which answers 500.
     let request = request.unwrap_or_else(|| Request::new(None, envoy));
+    // Outside the barrier: `try_with`, which cannot panic (at a thread's
+    // end the spare may be gone, and a new room is made).
     let mut room = SPARE_FILTER
-        .with(Cell::take)
+        .try_with(Cell::take)
+        .ok()
+        .flatten()
         .unwrap_or_else(Box::new_uninit);
     room.write(Filter { request });
     Box::into_raw(room).cast()
@@ -336,7 +340,8 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(s: *const c_void) 
     let room = unsafe { Box::from_raw(s.cast_mut().cast::<MaybeUninit<Filter>>()) };
     // SAFETY: as above.
     let filter = unsafe { room.assume_init_read() };
-    SPARE_FILTER.with(|spare| spare.set(Some(room)));
+    // Where the spare is gone (at a thread's end), the room is freed.
+    let _ = SPARE_FILTER.try_with(|spare| spare.set(Some(room)));
     let envoy = filter.request.key();
     barrier("filter_destroy", || {
         probe::fire("filter_destroy");
