@@ -562,3 +562,41 @@ proptest! {
         prop_assert_eq!(idempotency("/webhooks/acme/git.hub"), Some(want));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Sources are found by id however many there are (a few compared
+    /// one by one, more looked up in their ids' order), and a repeated id
+    /// is an error naming its first place and its own.
+    #[test]
+    fn a_source_is_found_by_its_id_and_a_repeat_named(
+        ids in proptest::collection::vec("[a-e][a-e]?", 1..30),
+    ) {
+        let list: Vec<String> = ids.iter().map(|id| format!(r#"{{"id": "{id}", "dedupe": "github"}}"#)).collect();
+        let json = format!(r#"{{"sources": [{}]}}"#, list.join(","));
+        let mut want = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            if let Some(first) = ids.iter().position(|x| x == id).filter(|&f| f < i) {
+                want.push(format!("source '{id}': id is not unique: sources #{first} and #{i} both have it"));
+            }
+        }
+        match config::load(&json) {
+            Ok(loaded) => {
+                prop_assert!(want.is_empty());
+                let cfg = loaded.config;
+                for (i, id) in ids.iter().enumerate() {
+                    let found = cfg.find(id).map(|(at, s)| (at, s.id.clone()));
+                    prop_assert_eq!(found, Some((i, id.clone())));
+                }
+                for absent in ["", "f", "aaa", "ab ", "A"] {
+                    prop_assert!(cfg.find(absent).is_none(), "{absent}");
+                }
+            }
+            Err(errors) => {
+                let got: Vec<&String> = errors.iter().filter(|e| e.contains("not unique")).collect();
+                prop_assert_eq!(got, want.iter().collect::<Vec<_>>());
+            }
+        }
+    }
+}

@@ -27,7 +27,6 @@ use crate::json::Path;
 use crate::lanes::Lane;
 pub use crate::names::{source_id_ok, tenant_ok};
 use crate::verify::Verify;
-use std::collections::HashMap;
 
 /// How a request path names its source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +101,9 @@ pub struct Config {
     pub seal: Option<Seal>,
     pub delivery: Delivery,
     pub sources: Vec<Source>,
-    by_id: HashMap<String, usize>,
+    /// Each source's index, in the order of their ids (a binary search;
+    /// no hashing, so no seed a worker must draw at load).
+    by_id: Vec<usize>,
 }
 
 /// The stamp seal (see `seal`): an HTTP message signature over the
@@ -231,8 +232,17 @@ impl Config {
             let named = |s: &Source| crate::pairs::same(s.id.as_bytes(), id.as_bytes());
             return self.sources.iter().enumerate().find(|(_, s)| named(s));
         }
-        let i = *self.by_id.get(id)?;
+        let at = self
+            .by_id
+            .binary_search_by(|&i| self.id_at(i).cmp(id))
+            .ok()?;
+        let i = *self.by_id.get(at)?;
         Some((i, self.sources.get(i)?))
+    }
+
+    /// The id of the source at `i` (none past the end).
+    fn id_at(&self, i: usize) -> &str {
+        self.sources.get(i).map_or("", |s| s.id.as_str())
     }
 
     /// Sources without dedupe: their provider retries look like new events.

@@ -12,7 +12,6 @@ use super::{Config, Delivery, Routing, Source};
 use crate::budget::PEAK_FACTOR;
 use crate::path;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 
 pub(super) const DEFAULT_MAX_JSON_BYTES: u64 = 1_048_576;
 
@@ -230,22 +229,26 @@ fn top_sources(
     (sources, places)
 }
 
-/// Each source's index by id; a second source of an id is an error that
-/// names both places.
-fn top_ids(sources: &[Source], places: &[usize], d: &mut Diags) -> HashMap<String, usize> {
-    let mut by_id = HashMap::new();
+/// Each source's index in the order of their ids; a second source of an
+/// id is an error that names both places.
+fn top_ids(sources: &[Source], places: &[usize], d: &mut Diags) -> Vec<usize> {
+    let id = |i: usize| sources.get(i).map_or("", |s| s.id.as_str());
+    let mut by_id: Vec<usize> = Vec::with_capacity(sources.len());
     for (i, s) in sources.iter().enumerate() {
-        if let Some(first) = by_id.insert(s.id.clone(), i) {
-            let (a, b) = (
-                places.get(first).copied().unwrap_or(first),
-                places.get(i).copied().unwrap_or(i),
-            );
-            d.push(
-                &Scope::Source(s.id.clone()),
-                "duplicate_id",
-                format!("id is not unique: sources #{a} and #{b} both have it"),
-            );
-            by_id.insert(s.id.clone(), first);
+        match by_id.binary_search_by(|&j| id(j).cmp(&s.id)) {
+            Err(at) => by_id.insert(at, i),
+            Ok(at) => {
+                let first = by_id.get(at).copied().unwrap_or(i);
+                let (a, b) = (
+                    places.get(first).copied().unwrap_or(first),
+                    places.get(i).copied().unwrap_or(i),
+                );
+                d.push(
+                    &Scope::Source(s.id.clone()),
+                    "duplicate_id",
+                    format!("id is not unique: sources #{a} and #{b} both have it"),
+                );
+            }
         }
     }
     by_id
