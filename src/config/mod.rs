@@ -104,6 +104,23 @@ pub struct Config {
     /// Each source's index, in the order of their ids (a binary search;
     /// no hashing, so no seed a worker must draw at load).
     by_id: Vec<usize>,
+    /// Each path-form source's own path as a canonical path spells it
+    /// (`/webhooks/github`), with its index, in `by_length` order: a POST
+    /// to one, nearly every webhook, is routed by one comparison.
+    own_paths: Vec<(String, usize)>,
+}
+
+/// Shorter first, then by bytes: an order in which most comparisons
+/// are of two lengths, and a match is told by `same` (a slice's order
+/// calls `memcmp`, in the .wasm a byte at a time behind a call).
+pub(super) fn by_length(a: &str, b: &str) -> std::cmp::Ordering {
+    match a.len().cmp(&b.len()) {
+        std::cmp::Ordering::Equal if crate::pairs::same(a.as_bytes(), b.as_bytes()) => {
+            std::cmp::Ordering::Equal
+        }
+        std::cmp::Ordering::Equal => a.cmp(b),
+        unequal => unequal,
+    }
 }
 
 /// The stamp seal (see `seal`): an HTTP message signature over the
@@ -238,6 +255,24 @@ impl Config {
             .ok()?;
         let i = *self.by_id.get(at)?;
         Some((i, self.sources.get(i)?))
+    }
+
+    /// The source whose own path `path` is, as the configuration spells
+    /// it (its query and fragment aside), for the source's own tenant.
+    pub fn own_path(&self, path: &str) -> Option<crate::route::Target<'_>> {
+        let end = path.bytes().position(|b| matches!(b, b'?' | b'#'));
+        let path = path.get(..end.unwrap_or(path.len()))?;
+        let at = self
+            .own_paths
+            .binary_search_by(|(p, _)| by_length(p, path))
+            .ok()?;
+        let &(_, index) = self.own_paths.get(at)?;
+        let source = self.sources.get(index)?;
+        Some(crate::route::Target {
+            index,
+            source,
+            tenant: &source.tenant,
+        })
     }
 
     /// The id of the source at `i` (none past the end).

@@ -99,6 +99,7 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
     };
     let (sources, places) = top_sources(obj, &ctx, d);
     let by_id = top_ids(&sources, &places, d);
+    let own_paths = own_paths(&prefix, &sources);
     if seal.is_some() {
         super::seal::check_reads(&sources, d);
     }
@@ -118,7 +119,28 @@ pub(super) fn check_top(v: &Value, env: Env, d: &mut Diags) -> Option<Config> {
         delivery,
         sources,
         by_id,
+        own_paths,
     })
+}
+
+/// Each source's own path, where its own tenant is routed by the path
+/// form: the prefix's segments and its id, as `route` reads them.
+fn own_paths(prefix: &[String], sources: &[Source]) -> Vec<(String, usize)> {
+    let mut paths: Vec<(String, usize)> = Vec::new();
+    for (i, s) in sources.iter().enumerate() {
+        if !(s.routing.path() && s.accepts(&s.tenant)) {
+            continue;
+        }
+        let mut path = String::new();
+        for seg in prefix.iter().chain([&s.id]) {
+            path.push('/');
+            path.push_str(seg);
+        }
+        if let Err(at) = paths.binary_search_by(|(p, _)| super::by_length(p, &path)) {
+            paths.insert(at, (path, i));
+        }
+    }
+    paths
 }
 
 /// The route prefix's segments: `/webhooks` unless it names another.
