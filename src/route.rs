@@ -212,7 +212,9 @@ mod tests {
                 {{"id": "only", "dedupe": "github", "tenants": ["acme"]}},
                 {{"id": "a.", "dedupe": "github", "tenant": "acme", "routing": "tenant_path"}}]}}"#
         );
-        crate::config::load(&text).map(|l| l.config).unwrap_or_else(|e| panic!("{e:?}"))
+        crate::config::load(&text)
+            .map(|l| l.config)
+            .unwrap_or_else(|e| panic!("{e:?}"))
     }
 
     proptest! {
@@ -244,7 +246,12 @@ mod tests {
         // Not its tenant's (a tenant list without it), nor the path form's.
         assert_eq!(own("/webhooks/only"), None);
         assert_eq!(own("/webhooks/a."), None);
-        for p in ["/webhooks/git-hub", "/webhooks//stripe", "/webhooks/stripe/", "/webhooks"] {
+        for p in [
+            "/webhooks/git-hub",
+            "/webhooks//stripe",
+            "/webhooks/stripe/",
+            "/webhooks",
+        ] {
             assert_eq!(own(p), None, "{p}");
         }
     }

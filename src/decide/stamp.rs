@@ -357,7 +357,7 @@ fn lane_stamps<'a>(m: &Making<'a, '_>, lane: &'a Lane, out: &mut Stamped<'a>) ->
         keyless_lane(m, lane, out);
         return None;
     };
-    let raw_id = lanes::lane_id(lane.sink, &m.src.id, Some(&k));
+    let raw_id = lane.keyed_id(&m.src.id, &k);
     let encoded = stamps::encode_key(&k);
     // A keyed lane's group is its stamped key (behind its tenant, with
     // `group_scope` tenant), where the sink's broker takes it.

@@ -306,6 +306,21 @@ pub fn compress(state: &mut [u32; 8], b: &[u8; 64]) {
     *sh = sh.wrapping_add(h);
 }
 
+/// The SHA-256 of a message padded into one block.
+pub fn digest_block(b: &[u8; 64]) -> [u8; 32] {
+    let mut state = IV;
+    compress(&mut state, b);
+    let mut out = [0u8; 32];
+    for (o, v) in out.chunks_exact_mut(4).zip(state) {
+        let [b0, b1, b2, b3] = v.to_be_bytes();
+        o[0] = b0;
+        o[1] = b1;
+        o[2] = b2;
+        o[3] = b3;
+    }
+    out
+}
+
 /// The hash core: the state and the blocks compressed so far; `digest`'s
 /// wrapper buffers the bytes between blocks.
 #[derive(Clone)]

@@ -95,6 +95,34 @@ pub fn digest_joined<'p>(pieces: impl Iterator<Item = &'p [u8]> + Clone) -> [u8;
     h.finish()
 }
 
+/// The most a message hashed in one block holds: its 64 bytes less the
+/// padding's `0x80` and its 8-byte length.
+pub const ONE_BLOCK: usize = 55;
+
+/// The SHA-256 of the first `len` bytes of `block` (at most `ONE_BLOCK`),
+/// the rest of it zeros: one compression, with no buffering between
+/// pieces (in the .wasm each piece was a copy, a call out of V8).
+pub fn digest_block(block: [u8; 64], len: usize) -> [u8; 32] {
+    #[cfg(not(target_arch = "wasm32"))]
+    return digest(block.get(..len).unwrap_or(&block));
+    #[cfg(target_arch = "wasm32")]
+    return block::digest_block(&padded(block, len));
+}
+
+/// `block`'s first `len` bytes (at most `ONE_BLOCK`, zeros after them)
+/// padded as SHA-256 pads a message that fits one block.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+fn padded(mut block: [u8; 64], len: usize) -> [u8; 64] {
+    if let Some(b) = block.get_mut(len) {
+        *b = 0x80;
+    }
+    let bits = (len as u64).wrapping_mul(8).to_be_bytes();
+    for (b, v) in block[56..].iter_mut().zip(bits) {
+        *b = v;
+    }
+    block
+}
+
 /// An HMAC-SHA256 under way: its key's pads are hashed when it is made,
 /// so a clone of a fresh one is a keyed state (`verify::mac::Pads`).
 #[derive(Clone)]
@@ -132,6 +160,19 @@ mod tests {
     use hmac::Mac as _;
     use proptest::prelude::*;
     use sha2::Digest as _;
+
+    #[test]
+    fn a_message_in_one_block_hashes_as_sha256() {
+        for len in 0..=ONE_BLOCK {
+            let mut block = [0u8; 64];
+            for (i, b) in block[..len].iter_mut().enumerate() {
+                *b = (i * 29 + 3) as u8;
+            }
+            let want: [u8; 32] = sha2::Sha256::digest(&block[..len]).into();
+            assert_eq!(block::digest_block(&padded(block, len)), want, "{len}");
+            assert_eq!(digest_block(block, len), want, "{len}");
+        }
+    }
 
     fn hex32(s: &str) -> [u8; 32] {
         let mut out = [0; 32];
