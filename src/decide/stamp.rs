@@ -85,13 +85,13 @@ impl<'a> Stamped<'a> {
     pub fn why(&self, unverified: Option<Reason>) -> Why {
         let mut out = Why::default();
         if let Some(r) = unverified {
-            out.item(&["signature=", r.as_str()]);
+            out.whole(signature_item(r));
         }
         if let Some(m) = self.event_type_missing {
-            out.item(&["event-type=", m.as_str()]);
+            out.whole(missing_item!("event-type=", m));
         }
         if let Some(m) = self.dedupe_key_missing {
-            out.item(&["dedupe=", m.as_str()]);
+            out.whole(missing_item!("dedupe=", m));
         }
         for (sink, m) in &self.lane_keys_missing {
             out.item(&["lane-", &sink.to_string(), "=", m.as_str()]);
@@ -100,6 +100,34 @@ impl<'a> Stamped<'a> {
             out.item(&["lane-", &sink.to_string(), "-group=hashed"]);
         }
         out
+    }
+}
+
+/// `<prefix><reason>` of a missing key, whole: a request's usual reason
+/// is one such item, which `Why` then holds with no copy.
+macro_rules! missing_item {
+    ($prefix:literal, $m:expr) => {
+        match $m {
+            Missing::Absent => concat!($prefix, "absent"),
+            Missing::Empty => concat!($prefix, "empty"),
+            Missing::WrongType => concat!($prefix, "wrong_type"),
+            Missing::NotJson => concat!($prefix, "not_json"),
+            Missing::NotForm => concat!($prefix, "not_form"),
+            Missing::OverLimit => concat!($prefix, "over_limit"),
+            Missing::Unverified => concat!($prefix, "unverified"),
+        }
+    };
+}
+use missing_item;
+
+/// `signature=<reason>`, whole.
+fn signature_item(r: Reason) -> &'static str {
+    match r {
+        Reason::Missing => "signature=missing",
+        Reason::Malformed => "signature=malformed",
+        Reason::Mismatch => "signature=mismatch",
+        Reason::Expired => "signature=expired",
+        Reason::OverLimit => "signature=too_large",
     }
 }
 
@@ -136,6 +164,8 @@ impl Sinks {
 /// as a request's usual one or two items do: set on every request that
 /// lacks a key, it costs no allocation there.
 pub struct Why {
+    /// The reason while it is one whole item (`whole`), not copied.
+    one: &'static str,
     short: [u8; 64],
     len: usize,
     /// The whole reason, once it outgrows `short`.
@@ -145,6 +175,7 @@ pub struct Why {
 impl Default for Why {
     fn default() -> Self {
         Why {
+            one: "",
             short: [0; 64],
             len: 0,
             long: String::new(),
@@ -153,9 +184,22 @@ impl Default for Why {
 }
 
 impl Why {
+    /// Appends a whole item: the first is held as it is.
+    fn whole(&mut self, item: &'static str) {
+        if self.is_empty() {
+            self.one = item;
+        } else {
+            self.item(&[item]);
+        }
+    }
+
     /// Appends an item (its parts, concatenated), after a space.
     fn item(&mut self, parts: &[&str]) {
-        if !self.is_empty() {
+        let first = self.is_empty();
+        // A whole item held so far goes first in the copy.
+        let one = std::mem::take(&mut self.one);
+        self.push(one);
+        if !first {
             self.push(" ");
         }
         for p in parts {
@@ -177,7 +221,9 @@ impl Why {
     }
 
     pub fn as_str(&self) -> &str {
-        if self.long.is_empty() {
+        if !self.one.is_empty() {
+            self.one
+        } else if self.long.is_empty() {
             short_text(&self.short, self.len)
         } else {
             &self.long
@@ -258,8 +304,10 @@ pub fn stamp<'a>(
         verified,
     };
     let h = &mut out.headers;
-    h.push((stamps::SOURCE, stamps::encode_str(&src.id).into()));
-    h.push((stamps::TENANT, stamps::encode_str(tenant).into()));
+    // A source id and a tenant are stamped as they are: their characters
+    // (`names`) are none the encoding changes.
+    h.push((stamps::SOURCE, Value::from(src.id.as_str())));
+    h.push((stamps::TENANT, Value::from(tenant)));
     if let Some(v) = verified {
         h.push((
             stamps::VERIFIED,
@@ -415,6 +463,26 @@ mod tests {
         }
         assert_eq!(s.iter().collect::<Vec<_>>(), [0, 5, 40, 63]);
         assert!(s.contains(40) && !s.contains(41));
+    }
+
+    #[test]
+    fn a_whole_item_is_held_then_copied_before_the_next() {
+        let mut w = Why::default();
+        w.whole(missing_item!("dedupe=", Missing::NotJson));
+        assert_eq!(w, "dedupe=not_json");
+        w.whole(signature_item(Reason::OverLimit));
+        assert_eq!(w, "dedupe=not_json signature=too_large");
+        w.item(&["lane-", "3", "=absent"]);
+        assert_eq!(w, "dedupe=not_json signature=too_large lane-3=absent");
+        for m in Missing::ALL {
+            assert_eq!(
+                missing_item!("event-type=", m),
+                format!("event-type={}", m.as_str())
+            );
+        }
+        for r in Reason::ALL {
+            assert_eq!(signature_item(r), format!("signature={}", r.as_str()));
+        }
     }
 
     #[test]
