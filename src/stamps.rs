@@ -1,6 +1,7 @@
 //! The stamp headers: the contract with the upstream queue.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 
 /// Every request header with this prefix is removed before anything else.
 pub const PREFIX: &str = "x-hookstamp-";
@@ -135,6 +136,53 @@ pub fn encode_key<'a>(key: &Cow<'a, [u8]>) -> Cow<'a, str> {
 
 /// A header the filter adds: its name and value.
 pub type Stamp<'a> = (&'a str, Value<'a>);
+
+thread_local! {
+    /// The worker's stamp list, emptied, between its requests (`recycle`).
+    static SPARE_LIST: Cell<Option<Vec<Stamp<'static>>>> = const { Cell::new(None) };
+    /// And the allocation of a stamp's text that the last request built
+    /// (its idempotency key): with the list, none a request.
+    static SPARE_TEXT: Cell<Option<String>> = const { Cell::new(None) };
+}
+
+/// An empty stamp list with room for `n`: the worker's spare (`recycle`),
+/// or a new one.
+pub fn list<'a>(n: usize) -> Vec<Stamp<'a>> {
+    let spare = SPARE_LIST.try_with(Cell::take).ok().flatten();
+    let mut list = spare.map_or_else(Vec::new, relabel);
+    list.reserve(n);
+    list
+}
+
+/// An empty string: the allocation of the last built stamp text a list
+/// gave back (`recycle`), or a new one.
+pub fn text() -> String {
+    SPARE_TEXT
+        .try_with(Cell::take)
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Keeps a request's stamp list, emptied, and one text it built, as the
+/// worker's spares for the next request.
+pub fn recycle(mut list: Vec<Stamp<'_>>) {
+    for (_, v) in list.drain(..) {
+        if let Value::Text(Cow::Owned(mut t)) = v {
+            t.clear();
+            let _ = SPARE_TEXT.try_with(|s| s.set(Some(t)));
+        }
+    }
+    let _ = SPARE_LIST.try_with(|l| l.set(Some(relabel(list))));
+}
+
+/// An empty stamp list of any lifetime, in the allocation of `list` (an
+/// in-place collect keeps the buffer: the two item types are one layout).
+fn relabel<'a, 'b>(mut list: Vec<Stamp<'a>>) -> Vec<Stamp<'b>> {
+    list.clear();
+    #[allow(clippy::unnecessary_filter_map)]
+    list.into_iter().filter_map(|_| None).collect()
+}
 
 /// A stamp's value: text, borrowed from the config or the request where it
 /// can be, or an id derived for the request (a lane's, an affinity), held

@@ -290,7 +290,7 @@ pub fn stamp<'a>(
     let mut out = Stamped {
         // Source, tenant, verified, event type, the three of dedupe and
         // the affinity: a request's stamps never grow the vector.
-        headers: Vec::with_capacity(8 + 3 * src.lanes.len()),
+        headers: stamps::list(8 + 3 * src.lanes.len()),
         ..Stamped::default()
     };
     let offered = offered(src, header_keys, body, body_hash);
@@ -377,7 +377,11 @@ fn dedupe<'a>(m: &Making<'a, '_>, out: &mut Stamped<'a>) -> Option<Cow<'a, [u8]>
     // told by its address, not its text) it is the prefix made at load
     // and the key's own encoding.
     let idem = if std::ptr::eq(m.tenant, m.src.tenant.as_str()) {
-        [m.src.idempotency_prefix.as_str(), &key].concat()
+        let mut idem = stamps::text();
+        idem.reserve(m.src.idempotency_prefix.len() + key.len());
+        idem.push_str(&m.src.idempotency_prefix);
+        idem.push_str(&key);
+        idem
     } else {
         stamps::encode_joined(&[m.tenant.as_bytes(), m.src.id.as_bytes(), &k])
     };

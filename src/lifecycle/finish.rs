@@ -205,7 +205,14 @@ pub(super) fn stamp_and_forward(
     signature: Option<Result<(), Reason>>,
 ) -> HeadersStatus {
     match conclude(host, w, body, body_hash, signature) {
-        Ok(outcome) => act(host, w, &outcome, signature.and_then(Result::err)),
+        Ok(outcome) => {
+            let status = act(host, w, &outcome, signature.and_then(Result::err));
+            // Its stamp list and text kept for the worker's next request.
+            if let Outcome::Forward { stamped, .. } = outcome {
+                crate::stamps::recycle(stamped.headers);
+            }
+            status
+        }
         Err(status) => status,
     }
 }
