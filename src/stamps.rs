@@ -324,6 +324,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_recycled_list_and_text_are_the_next_requests_emptied() {
+        let mut first = list(4);
+        let built = "t:s:k".to_owned();
+        let (at, text_at) = (first.as_ptr() as usize, built.as_ptr() as usize);
+        first.push((SOURCE, Value::from("s")));
+        first.push((IDEMPOTENCY_KEY, Value::Text(Cow::Owned(built))));
+        recycle(first);
+        let next = list(4);
+        assert!(next.is_empty() && next.capacity() >= 4);
+        assert_eq!(next.as_ptr() as usize, at);
+        let t = text();
+        assert!(t.is_empty() && t.capacity() >= 5);
+        assert_eq!(t.as_ptr() as usize, text_at);
+        // Taken: the next asks get new ones.
+        assert!(text().capacity() == 0 && list(0).capacity() == 0);
+    }
+
+    #[test]
     fn an_ids_digits_are_its_lowercase_hex() {
         let mut id = [0u8; 16];
         for round in 0..600u32 {
