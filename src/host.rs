@@ -67,7 +67,7 @@ pub enum DataStatus {
 
 /// A header as the proxy holds it: its name (text: both ABIs' codecs admit
 /// only token characters) and its value, borrowed for the callback.
-pub type Header<'h> = (&'h str, &'h [u8]);
+pub type Header<'h> = (&'h [u8], &'h [u8]);
 
 thread_local! {
     /// The worker's header list, empty, between its requests: one

@@ -8,7 +8,7 @@
 
 /// Reads a serialised map; `None` when the bytes do not have that shape
 /// (never a panic). An empty buffer is an empty map.
-pub fn parse(raw: &[u8]) -> Option<Vec<(&str, &[u8])>> {
+pub fn parse(raw: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
     parse_into(raw, Vec::new())
 }
 
@@ -16,8 +16,8 @@ pub fn parse(raw: &[u8]) -> Option<Vec<(&str, &[u8])>> {
 /// for all its requests (`host::spare_list`).
 pub fn parse_into<'a>(
     raw: &'a [u8],
-    mut map: Vec<(&'a str, &'a [u8])>,
-) -> Option<Vec<(&'a str, &'a [u8])>> {
+    mut map: Vec<(&'a [u8], &'a [u8])>,
+) -> Option<Vec<(&'a [u8], &'a [u8])>> {
     map.clear();
     if raw.is_empty() {
         return Some(map);
@@ -29,19 +29,12 @@ pub fn parse_into<'a>(
         return None;
     }
     map.reserve(count);
-    // One check of the whole buffer serves every name where it is text (a
-    // header map nearly always is); otherwise each name on its own.
-    let text = text(raw);
+    // Names stay bytes, as values do: nothing reads a name but to compare
+    // it with one of ours, so none is checked as text.
     for i in 0..count {
         let name_len = usize::try_from(u32le(raw, 4 + 8 * i)?).ok()?;
         let value_len = usize::try_from(u32le(raw, 8 + 8 * i)?).ok()?;
         let (name, after) = field(raw, next, name_len)?;
-        // A name is followed by a NUL, a char boundary: in a text buffer
-        // the name is text exactly when it starts on a boundary.
-        let name = match text.and_then(|t| t.get(next..after - 1)) {
-            Some(n) => n,
-            None => std::str::from_utf8(name).ok()?,
-        };
         let (value, after) = field(raw, after, value_len)?;
         next = after;
         map.push((name, value));
@@ -84,15 +77,13 @@ pub fn serialise(map: &[(&str, &[u8])]) -> Vec<u8> {
 /// stamp namespace: the config refuses it, and the filter strips those.)
 pub fn first_header<'h, N, V>(headers: &'h [(N, V)], name: &str) -> Option<&'h [u8]>
 where
-    N: AsRef<str>,
+    N: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
     // The proxies hand names over lowercase: the exact comparison settles
     // nearly every one, and a length apart settles the rest but a few.
-    let named = |n: &str| {
-        n.len() == name.len()
-            && (same(n.as_bytes(), name.as_bytes()) || n.eq_ignore_ascii_case(name))
-    };
+    let name = name.as_bytes();
+    let named = |n: &[u8]| n.len() == name.len() && (same(n, name) || n.eq_ignore_ascii_case(name));
     headers
         .iter()
         .find(|(n, _)| named(n.as_ref()))
@@ -340,8 +331,10 @@ mod tests {
             ("x-empty", b""),
             ("x-bin", b"a\0b\xff"),
         ];
-        assert_eq!(parse(&serialise(&map)), Some(map));
+        let bytes: Vec<(&[u8], &[u8])> = map.iter().map(|(n, v)| (n.as_bytes(), *v)).collect();
+        assert_eq!(parse(&serialise(&map)), Some(bytes));
         assert_eq!(parse(&[]), Some(vec![]));
+
         assert_eq!(parse(&serialise(&[])), Some(vec![]));
     }
 
@@ -378,7 +371,8 @@ mod tests {
         let mut huge = serialise(&[("a", b"1")]);
         huge[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(parse(&huge), None);
-        // A name that is not UTF-8.
+        // A name that is not UTF-8 is not malformed: read as bytes, as a
+        // value is (nothing reads a name as text).
         assert_eq!(
             parse(
                 &serialise(&[("a", b"1")])
@@ -386,7 +380,7 @@ mod tests {
                     .map(|&b| if b == b'a' { 0xff } else { b })
                     .collect::<Vec<_>>()
             ),
-            None
+            Some(vec![(&[0xff][..], &b"1"[..])])
         );
     }
 }

@@ -77,8 +77,12 @@ pub fn route<'a>(cfg: &'a Config, method: &str, path: &'a str) -> Route<'a> {
     if method == "POST" {
         // A source's own path, spelled as the configuration spells it: one
         // comparison, the answer `canonical` gives it.
-        if let Some(t) = cfg.own_path(path) {
-            return Route::Source(t);
+        if let Some((index, source)) = cfg.own_path(path) {
+            return Route::Source(Target {
+                index,
+                source,
+                tenant: &source.tenant,
+            });
         }
         // Its segments read once: the answer under the prefix too.
         let found = canonical(cfg, path);
@@ -239,7 +243,7 @@ mod tests {
     #[test]
     fn a_sources_own_path_is_in_the_table_for_its_own_tenant_only() {
         let cfg = config("/webhooks");
-        let own = |p: &str| cfg.own_path(p).map(|t| t.source.id.as_str());
+        let own = |p: &str| cfg.own_path(p).map(|(_, s)| s.id.as_str());
         assert_eq!(own("/webhooks/stripe"), Some("stripe"));
         assert_eq!(own("/webhooks/Git-Hub?x=1#f"), Some("Git-Hub"));
         assert_eq!(own("/webhooks/stripe#/x"), Some("stripe"));

@@ -56,11 +56,12 @@ const DERIVED: [&str; 3] = ["@method", "@path", "@query"];
 const NONCE_TAG: &[u8] = b"hookstamp-nonce\n";
 
 /// Which of `CLIENT_FIELDS` a header name is (a bit each), 0 for none.
-pub fn client_field(name: &str) -> u8 {
+pub fn client_field<N: AsRef<[u8]> + ?Sized>(name: &N) -> u8 {
+    let name = name.as_ref();
     CLIENT_FIELDS
         .iter()
         .zip(0u8..)
-        .find(|(f, _)| f.eq_ignore_ascii_case(name))
+        .find(|(f, _)| f.as_bytes().eq_ignore_ascii_case(name))
         .map_or(0, |(_, i)| 1 << i)
 }
 

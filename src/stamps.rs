@@ -24,8 +24,8 @@ pub const AFFINITY: &str = "x-hookstamp-affinity";
 /// read as `-` (gunicorn and others fold `x_hookstamp_dedupe_key` into
 /// `X-Hookstamp-Dedupe-Key` for the application).
 #[inline(always)]
-pub fn is_stamp_header(name: &str) -> bool {
-    let n = name.as_bytes();
+pub fn is_stamp_header<N: AsRef<[u8]> + ?Sized>(name: &N) -> bool {
+    let n = name.as_ref();
     // Nearly every name fails at its length or its first three bytes
     // (`x-h`), here, in the caller's loop.
     n.len() >= PREFIX.len() && n[0] | 0x20 == b'x' && n[2] | 0x20 == b'h' && in_namespace(n)

@@ -4,7 +4,7 @@
 //! fields (`signature-input`, `signature`, `content-digest`), removed as
 //! the filter adds its seal, so that the queue sees only the filter's.
 
-use crate::host::{Header, HostResult, StreamHost};
+use crate::host::{Header, HostError, HostResult, StreamHost};
 use crate::{seal, stamps};
 
 /// Which of the request's maps.
@@ -31,8 +31,14 @@ pub fn strip(
     // gone with the header it shows.
     let mut names: Vec<String> = Vec::new();
     for (n, _) in pairs.iter() {
-        if stamps::is_stamp_header(n) && !names.iter().any(|r| r == n) {
-            names.push((*n).to_owned());
+        if stamps::is_stamp_header(n) && !names.iter().any(|r| r.as_bytes() == *n) {
+            // A proxy's names are tokens, ASCII: one that is not text
+            // cannot be named to remove it, and the request is answered.
+            let name = std::str::from_utf8(n).map_err(|_| HostError {
+                call: "strip",
+                status: 0,
+            })?;
+            names.push(name.to_owned());
         }
     }
     pairs.retain(|(n, _)| !stamps::is_stamp_header(n));

@@ -259,7 +259,7 @@ impl Config {
 
     /// The source whose own path `path` is, as the configuration spells
     /// it (its query and fragment aside), for the source's own tenant.
-    pub fn own_path(&self, path: &str) -> Option<crate::route::Target<'_>> {
+    pub fn own_path(&self, path: &str) -> Option<(usize, &Source)> {
         let end = path.bytes().position(|b| matches!(b, b'?' | b'#'));
         let path = path.get(..end.unwrap_or(path.len()))?;
         let at = self
@@ -267,12 +267,7 @@ impl Config {
             .binary_search_by(|(p, _)| by_length(p, path))
             .ok()?;
         let &(_, index) = self.own_paths.get(at)?;
-        let source = self.sources.get(index)?;
-        Some(crate::route::Target {
-            index,
-            source,
-            tenant: &source.tenant,
-        })
+        Some((index, self.sources.get(index)?))
     }
 
     /// The id of the source at `i` (none past the end).

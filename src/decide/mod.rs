@@ -206,7 +206,7 @@ pub fn decide<'a, N, V>(
     now_s: u64,
 ) -> Decision<'a>
 where
-    N: AsRef<str>,
+    N: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
     let route = route::route(cfg, method, path);
@@ -327,7 +327,7 @@ fn add_seal(
 /// the first value of that header in arrival order.
 pub fn header_keys<'h, N, V>(src: &Source, headers: &'h [(N, V)]) -> HeaderKeys<'h>
 where
-    N: AsRef<str>,
+    N: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
     HeaderKeys::collect(

@@ -11,7 +11,6 @@ use crate::host::{
     self, ConfigHost, DataStatus, Header, HeadersStatus, HostError, HostResult, Level, MetricKind,
     StreamHost,
 };
-use crate::pairs;
 use crate::reply::Reply;
 use std::mem::MaybeUninit;
 
@@ -179,10 +178,7 @@ impl Envoy {
                     .bytes(),
                 )
             };
-            // Envoy's codecs admit only token characters in a name: a
-            // check that cannot fail in practice, and ASCII's is cheaper
-            // than UTF-8's.
-            out.push((pairs::ascii(name).ok_or_else(|| failed(call))?, value));
+            out.push((name, value));
         }
         Ok(out)
     }

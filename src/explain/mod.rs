@@ -24,7 +24,7 @@ pub fn explain<N, V>(
     now_s: u64,
 ) -> Vec<String>
 where
-    N: AsRef<str>,
+    N: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
     let decision = decide::decide(cfg, method, path, headers, body, now_s);

@@ -353,6 +353,6 @@ fn text<'h>(headers: &[Header<'h>], name: &str) -> &'h str {
 fn value<'h>(headers: &[Header<'h>], name: &str) -> Option<&'h [u8]> {
     let (_, v) = headers
         .iter()
-        .find(|(n, _)| pairs::same(n.as_bytes(), name.as_bytes()))?;
+        .find(|(n, _)| pairs::same(n, name.as_bytes()))?;
     Some(v)
 }
