@@ -146,7 +146,7 @@ fn rate(scheme: &Scheme, headers: &[(String, String)], body: &[u8], n: u32) -> (
     let leaked: &'static [(String, String)] = Box::leak(all.into_boxed_slice());
     let views: Vec<Header<'static>> = leaked
         .iter()
-        .map(|(k, v)| (k.as_str(), v.as_bytes()))
+        .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
         .collect();
     let mut host = Lean {
         headers: views,

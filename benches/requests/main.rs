@@ -165,16 +165,16 @@ fn main() {
     let len: &'static str = Box::leak(body.len().to_string().into_boxed_str());
     let path: &'static str = path;
     let headers: Vec<Header<'static>> = vec![
-        (":method", b"POST"),
-        (":path", path.as_bytes()),
-        (":authority", b"127.0.0.1"),
-        (":scheme", b"http"),
-        ("user-agent", b"wrk"),
-        ("content-type", b"application/json"),
-        ("x-github-delivery", b"d-1"),
-        ("x-github-hook-id", b"h-1"),
-        ("content-length", len.as_bytes()),
-        ("stripe-signature", signature.as_bytes()),
+        (":method".as_bytes(), b"POST"),
+        (":path".as_bytes(), path.as_bytes()),
+        (":authority".as_bytes(), b"127.0.0.1"),
+        (":scheme".as_bytes(), b"http"),
+        ("user-agent".as_bytes(), b"wrk"),
+        ("content-type".as_bytes(), b"application/json"),
+        ("x-github-delivery".as_bytes(), b"d-1"),
+        ("x-github-hook-id".as_bytes(), b"h-1"),
+        ("content-length".as_bytes(), len.as_bytes()),
+        ("stripe-signature".as_bytes(), signature.as_bytes()),
     ];
     let mut host = Lean {
         headers,
