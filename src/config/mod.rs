@@ -260,14 +260,20 @@ impl Config {
     /// The source whose own path `path` is, as the configuration spells
     /// it (its query and fragment aside), for the source's own tenant.
     pub fn own_path(&self, path: &str) -> Option<(usize, &Source)> {
-        let end = path.bytes().position(|b| matches!(b, b'?' | b'#'));
-        let path = path.get(..end.unwrap_or(path.len()))?;
-        let at = self
-            .own_paths
-            .binary_search_by(|(p, _)| by_length(p, path))
-            .ok()?;
-        let &(_, index) = self.own_paths.get(at)?;
-        Some((index, self.sources.get(index)?))
+        let find = |path: &str| {
+            let at = self
+                .own_paths
+                .binary_search_by(|(p, _)| by_length(p, path))
+                .ok()?;
+            let &(_, index) = self.own_paths.get(at)?;
+            Some((index, self.sources.get(index)?))
+        };
+        // Nearly every webhook's path has no query: looked up whole first,
+        // with no search for one.
+        find(path).or_else(|| {
+            let end = path.bytes().position(|b| matches!(b, b'?' | b'#'))?;
+            find(path.get(..end)?)
+        })
     }
 
     /// The id of the source at `i` (none past the end).

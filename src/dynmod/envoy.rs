@@ -158,13 +158,13 @@ impl Envoy {
         // Collected into the worker's list of the last request (its
         // allocation kept, `headers_done`), or one of its final size.
         let mut out = host::spare_list();
-        out.reserve(n);
-        for h in views.iter() {
+        // One extend of a known length: room made once, no check a header.
+        out.extend(views.iter().map(|h| {
             // SAFETY: Envoy's views stay valid until the event hook returns
             // or the header is removed (`strip` drops a view before it
             // removes its header); the lifetime the caller gets is the
             // callback's.
-            let (name, value) = unsafe {
+            unsafe {
                 (
                     EnvoyBuffer {
                         ptr: h.key_ptr,
@@ -177,9 +177,8 @@ impl Envoy {
                     }
                     .bytes(),
                 )
-            };
-            out.push((name, value));
-        }
+            }
+        }));
         Ok(out)
     }
 

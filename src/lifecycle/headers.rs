@@ -66,8 +66,7 @@ fn on_header_list<K: Copy>(
     let m = &plugin.metrics;
     // Bytes that are not UTF-8 stay visible (as U+FFFD): a path is never
     // read as empty, and so passed, for holding a byte such as 0xFF.
-    let method = lossy(headers, ":method");
-    let path = lossy(headers, ":path");
+    let (method, path) = method_and_path(headers);
     let route = route::route(&plugin.config, &method, &path);
     let Route::Source(target) = route else {
         bump(host, m.spoofed_unrouted, spoofed);
@@ -335,8 +334,27 @@ fn refuse_busy<K>(host: &mut impl StreamHost, w: &Held<K>, r: &Reply) -> Headers
     send(host, r)
 }
 
-fn lossy<'h>(headers: &[Header<'h>], name: &str) -> Cow<'h, str> {
-    let value = value(headers, name).unwrap_or_default();
+/// The request's `:method` and `:path` (each the first of its name), in
+/// one pass: Envoy hands the pseudo-headers first, so it ends there.
+fn method_and_path<'h>(headers: &[Header<'h>]) -> (Cow<'h, str>, Cow<'h, str>) {
+    let (mut method, mut path) = (None, None);
+    for &(n, v) in headers {
+        if method.is_none() && pairs::same(n, b":method") {
+            method = Some(v);
+        } else if path.is_none() && pairs::same(n, b":path") {
+            path = Some(v);
+        }
+        if method.is_some() && path.is_some() {
+            break;
+        }
+    }
+    (
+        lossy(method.unwrap_or_default()),
+        lossy(path.unwrap_or_default()),
+    )
+}
+
+fn lossy(value: &[u8]) -> Cow<'_, str> {
     // Nearly always text: checked once, borrowed; the lossy form otherwise.
     match pairs::ascii(value) {
         Some(s) => Cow::Borrowed(s),
