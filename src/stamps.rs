@@ -305,7 +305,10 @@ fn digits_by_sse2(id: &[u8; 16]) -> [u8; 32] {
         };
         let (high, low) = (digits(high), digits(low));
         _mm_storeu_si128(out.as_mut_ptr().cast(), _mm_unpacklo_epi8(high, low));
-        _mm_storeu_si128(out.as_mut_ptr().add(16).cast(), _mm_unpackhi_epi8(high, low));
+        _mm_storeu_si128(
+            out.as_mut_ptr().add(16).cast(),
+            _mm_unpackhi_epi8(high, low),
+        );
     }
     out
 }

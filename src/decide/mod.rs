@@ -355,26 +355,25 @@ impl<'h> HeaderKeys<'h> {
             spill: Vec::new(),
         };
         for k in keys {
-            out.push(k);
+            match out.room.get_mut(out.len) {
+                Some(slot) => {
+                    *slot = k;
+                    out.len += 1;
+                }
+                None => out.spill_push(k),
+            }
         }
         out
     }
 
-    // One copy for every iterator `collect` is given.
+    /// A key past the room: all of them kept in `spill` from then on.
+    #[cold]
     #[inline(never)]
-    fn push(&mut self, key: Option<&'h [u8]>) {
-        if let Some(slot) = self
-            .room
-            .get_mut(self.len)
-            .filter(|_| self.spill.is_empty())
-        {
-            *slot = key;
-        } else {
-            if self.spill.is_empty() {
-                self.spill.extend_from_slice(&self.room);
-            }
-            self.spill.push(key);
+    fn spill_push(&mut self, key: Option<&'h [u8]>) {
+        if self.spill.is_empty() {
+            self.spill.extend_from_slice(&self.room);
         }
+        self.spill.push(key);
         self.len += 1;
     }
 }

@@ -359,7 +359,7 @@ impl<K: Copy> Request<K> {
     /// The headers callback. Fail closed: a request the filter cannot look
     /// at is held, not passed.
     pub fn on_headers(&mut self, host: &mut impl StreamHost, end_of_stream: bool) -> HeadersStatus {
-        let (Some(inst), Some(plugin)) = (self.instance.clone(), self.plugin.clone()) else {
+        let (Some(inst), Some(plugin)) = (&self.instance, &self.plugin) else {
             // Never forward unstamped what an unconfigured filter let by.
             self.phase = Phase::Answered;
             return answer_internal(host, None, "a request on an unconfigured filter");
@@ -369,8 +369,8 @@ impl<K: Copy> Request<K> {
         }
         let (serial, key) = (self.serial, self.key);
         let outcome = inst.with(host, |holds, host| {
-            let s = headers::on_headers(host, &plugin, holds, serial, key, end_of_stream)
-                .unwrap_or_else(|e| answer_internal(host, Some(&plugin), &e.to_string()));
+            let s = headers::on_headers(host, plugin, holds, serial, key, end_of_stream)
+                .unwrap_or_else(|e| answer_internal(host, Some(plugin), &e.to_string()));
             (s, holds.requests.contains_key(&serial))
         });
         let (status, held) = outcome.unwrap_or((HeadersStatus::StopIteration, false));
