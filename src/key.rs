@@ -194,7 +194,22 @@ pub fn parts<'k>(k: &'k KeySource, v: &Values<'_, '_>) -> Vec<(&'k KeySource, Op
 
 /// Evaluates a key expression; `None` (no key) when what it reads is
 /// missing or empty.
+#[inline]
 pub fn eval<'a>(k: &KeySource, v: &Values<'_, 'a>) -> Option<Cow<'a, [u8]>> {
+    // A header's key (nearly every provider's), here in the caller.
+    if let KeySource::Header(i) = k {
+        return v
+            .headers
+            .get(*i)
+            .copied()
+            .flatten()
+            .filter(|h| !h.is_empty())
+            .map(Cow::Borrowed);
+    }
+    eval_any(k, v)
+}
+
+fn eval_any<'a>(k: &KeySource, v: &Values<'_, 'a>) -> Option<Cow<'a, [u8]>> {
     let raw = match k {
         KeySource::Header(i) => Cow::Borrowed((*v.headers.get(*i)?)?),
         KeySource::Json { path, integer } => match v.json.get(*path)?.as_ref()? {
@@ -221,11 +236,18 @@ pub fn eval<'a>(k: &KeySource, v: &Values<'_, 'a>) -> Option<Cow<'a, [u8]>> {
 
 /// A key longer than `max` bytes becomes `sha256:` + lowercase hex of its
 /// SHA-256, so that it fits the store's and the queue's limits.
+#[inline]
 pub fn cap(raw: Cow<'_, [u8]>, max: usize) -> Cow<'_, [u8]> {
     if raw.len() <= max {
-        return raw;
+        raw
+    } else {
+        hashed(&raw)
     }
-    let digest = crate::sha256::digest(&raw);
+}
+
+/// `sha256:` + the lowercase hex SHA-256 of a key over its limit.
+fn hashed(raw: &[u8]) -> Cow<'static, [u8]> {
+    let digest = crate::sha256::digest(raw);
     Cow::Owned(format!("sha256:{}", hex::encode(digest)).into_bytes())
 }
 

@@ -138,42 +138,33 @@ pub fn encode_key<'a>(key: &Cow<'a, [u8]>) -> Cow<'a, str> {
 pub type Stamp<'a> = (&'a str, Value<'a>);
 
 thread_local! {
-    /// The worker's stamp list, emptied, between its requests (`recycle`).
-    static SPARE_LIST: Cell<Option<Vec<Stamp<'static>>>> = const { Cell::new(None) };
-    /// And the allocation of a stamp's text that the last request built
-    /// (its idempotency key): with the list, none a request.
-    static SPARE_TEXT: Cell<Option<String>> = const { Cell::new(None) };
+    /// The worker's stamp list, emptied, between its requests, and the
+    /// allocation of a stamp's text that the last request built (its
+    /// idempotency key): `room`, `recycle`. None a request.
+    static SPARE: Cell<Option<(Vec<Stamp<'static>>, String)>> = const { Cell::new(None) };
 }
 
-/// An empty stamp list with room for `n`: the worker's spare (`recycle`),
-/// or a new one.
-pub fn list<'a>(n: usize) -> Vec<Stamp<'a>> {
-    let spare = SPARE_LIST.try_with(Cell::take).ok().flatten();
-    let mut list = spare.map_or_else(Vec::new, relabel);
+/// An empty stamp list with room for `n`, and an empty string for a text
+/// a stamp builds: the worker's spares (`recycle`), or new ones.
+pub fn room<'a>(n: usize) -> (Vec<Stamp<'a>>, String) {
+    let spare = SPARE.try_with(Cell::take).ok().flatten();
+    let (mut list, text) = spare.map_or_else(Default::default, |(l, t)| (relabel(l), t));
     list.reserve(n);
-    list
+    (list, text)
 }
 
-/// An empty string: the allocation of the last built stamp text a list
-/// gave back (`recycle`), or a new one.
-pub fn text() -> String {
-    SPARE_TEXT
-        .try_with(Cell::take)
-        .ok()
-        .flatten()
-        .unwrap_or_default()
-}
-
-/// Keeps a request's stamp list, emptied, and one text it built, as the
-/// worker's spares for the next request.
-pub fn recycle(mut list: Vec<Stamp<'_>>) {
+/// Keeps a request's stamp list, emptied, and the largest text it built
+/// (or `text`, the room it was given), as the worker's spares.
+pub fn recycle(mut list: Vec<Stamp<'_>>, mut text: String) {
     for (_, v) in list.drain(..) {
-        if let Value::Text(Cow::Owned(mut t)) = v {
-            t.clear();
-            let _ = SPARE_TEXT.try_with(|s| s.set(Some(t)));
+        if let Value::Text(Cow::Owned(t)) = v {
+            if t.capacity() > text.capacity() {
+                text = t;
+            }
         }
     }
-    let _ = SPARE_LIST.try_with(|l| l.set(Some(relabel(list))));
+    text.clear();
+    let _ = SPARE.try_with(|s| s.set(Some((relabel(list), text))));
 }
 
 /// An empty stamp list of any lifetime, in the allocation of `list` (an
@@ -356,20 +347,20 @@ mod tests {
 
     #[test]
     fn a_recycled_list_and_text_are_the_next_requests_emptied() {
-        let mut first = list(4);
+        let (mut first, room_text) = room(4);
         let built = "t:s:k".to_owned();
         let (at, text_at) = (first.as_ptr() as usize, built.as_ptr() as usize);
         first.push((SOURCE, Value::from("s")));
         first.push((IDEMPOTENCY_KEY, Value::Text(Cow::Owned(built))));
-        recycle(first);
-        let next = list(4);
+        recycle(first, room_text);
+        let (next, t) = room(4);
         assert!(next.is_empty() && next.capacity() >= 4);
         assert_eq!(next.as_ptr() as usize, at);
-        let t = text();
         assert!(t.is_empty() && t.capacity() >= 5);
         assert_eq!(t.as_ptr() as usize, text_at);
-        // Taken: the next asks get new ones.
-        assert!(text().capacity() == 0 && list(0).capacity() == 0);
+        // Taken: the next ask gets new ones.
+        let (list, text) = room(0);
+        assert!(text.capacity() == 0 && list.capacity() == 0);
     }
 
     #[test]

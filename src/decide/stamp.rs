@@ -44,6 +44,9 @@ pub struct Stamped<'a> {
     pub lane_groups_hashed: Sinks,
     /// The source has an event type but the request had none: why.
     pub event_type_missing: Option<Missing>,
+    /// Room for a text a stamp builds (the worker's spare: `stamps::room`),
+    /// empty; given back with the stamps (`stamps::recycle`).
+    pub text: String,
     /// The event type the source's `events` rule drops (after the 128-byte
     /// rule, before its encoding): the request is answered 200 by the
     /// filter, never forwarded (a streamed one, once its signature
@@ -287,10 +290,12 @@ pub fn stamp<'a>(
     body_hash: Option<[u8; 32]>,
     verified: Option<bool>,
 ) -> Stamped<'a> {
+    // Source, tenant, verified, event type, the three of dedupe and the
+    // affinity: a request's stamps never grow the vector.
+    let (headers, text) = stamps::room(8 + 3 * src.lanes.len());
     let mut out = Stamped {
-        // Source, tenant, verified, event type, the three of dedupe and
-        // the affinity: a request's stamps never grow the vector.
-        headers: stamps::list(8 + 3 * src.lanes.len()),
+        headers,
+        text,
         ..Stamped::default()
     };
     let offered = offered(src, header_keys, body, body_hash);
@@ -377,7 +382,7 @@ fn dedupe<'a>(m: &Making<'a, '_>, out: &mut Stamped<'a>) -> Option<Cow<'a, [u8]>
     // told by its address, not its text) it is the prefix made at load
     // and the key's own encoding.
     let idem = if std::ptr::eq(m.tenant, m.src.tenant.as_str()) {
-        let mut idem = stamps::text();
+        let mut idem = std::mem::take(&mut out.text);
         idem.reserve(m.src.idempotency_prefix.len() + key.len());
         idem.push_str(&m.src.idempotency_prefix);
         idem.push_str(&key);

@@ -230,6 +230,14 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
     end_of_stream: bool,
 ) -> u32 {
     let stopped = data_status(DataStatus::StopNoBuffer);
+    // A body that passes (its request stamped at its headers, or not
+    // routed) goes on with nothing done: read before any barrier, as a
+    // field of the stream's filter cannot panic.
+    // SAFETY: Envoy passes the pointer `filter_new` returned, live; its
+    // hooks come one at a time.
+    if !s.is_null() && unsafe { &*s.cast::<Filter>() }.request.passes_body() {
+        return data_status(DataStatus::Continue);
+    }
     // SAFETY: Envoy passes the pointer `filter_new` returned.
     unsafe {
         on_stream("request_body", envoy, s, stopped, |f, host| {
@@ -343,12 +351,16 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(s: *const c_void) 
     // Where the spare is gone (at a thread's end), the room is freed.
     let _ = SPARE_FILTER.try_with(|spare| spare.set(Some(room)));
     let envoy = filter.request.key();
+    // Only a stream of a plugin that ticks can carry the worker's ticks.
+    let ticks = filter.request.instance().is_some_and(|i| i.ticks());
     barrier("filter_destroy", || {
         probe::fire("filter_destroy");
         drop(filter);
     });
     // Apart: after a panic above too, the ticks leave a stream that is gone.
-    barrier("filter_destroy", || worker::stream_ended(envoy));
+    if ticks {
+        barrier("filter_destroy", || worker::stream_ended(envoy));
+    }
 }
 
 // Hooks the ABI requires a module to have, which hookstamp never uses: it

@@ -209,7 +209,7 @@ pub(super) fn stamp_and_forward(
             let status = act(host, w, &outcome, signature.and_then(Result::err));
             // Its stamp list and text kept for the worker's next request.
             if let Outcome::Forward { stamped, .. } = outcome {
-                crate::stamps::recycle(stamped.headers);
+                crate::stamps::recycle(stamped.headers, stamped.text);
             }
             status
         }
