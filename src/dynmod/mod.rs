@@ -35,6 +35,7 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -177,28 +178,41 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
     // configuration only after its filters), borrowed here: its count is
     // left as it is (an instance made for it takes its own reference).
     let plugin = ManuallyDrop::new(unsafe { Arc::from_raw(config.cast::<Plugin>()) });
-    let request = barrier("filter_new", || {
-        probe::fire("filter_new");
-        Request::new(Some(worker::instance(&plugin)), envoy)
-    });
-    // After a panic: a filter with no configuration, which answers 500.
-    let request = request.unwrap_or_else(|| Request::new(None, envoy));
     // Outside the barrier: `try_with`, which cannot panic (at a thread's
     // end the spare may be gone, and a new room is made).
-    let mut room = SPARE_FILTER
+    let (room, last) = SPARE_FILTER
         .try_with(Cell::take)
         .ok()
         .flatten()
-        .unwrap_or_else(Box::new_uninit);
+        .map_or((None, None), |(room, last)| (Some(room), last));
+    let request = barrier("filter_new", || {
+        probe::fire("filter_new");
+        // The last stream's instance where it is this plugin's (a worker
+        // serves one configuration nearly always): no look through the
+        // worker's instances.
+        let inst = match last {
+            Some(i) if i.serves(&plugin) => i,
+            _ => worker::instance(&plugin),
+        };
+        Request::new(Some(inst), envoy)
+    });
+    // After a panic: a filter with no configuration, which answers 500.
+    let request = request.unwrap_or_else(|| Request::new(None, envoy));
+    let mut room = room.unwrap_or_else(Box::new_uninit);
     room.write(Filter { request });
     Box::into_raw(room).cast()
 }
+
+/// A worker's spare stream room, and its last stream's instance.
+type Spare = (Box<MaybeUninit<Filter>>, Option<Rc<worker::Inst>>);
 
 thread_local! {
     /// The allocation of the worker's last stream, empty, for its next:
     /// one allocation a worker, not one a stream (Envoy's allocator costs
     /// some 200 instructions a stream for it).
-    static SPARE_FILTER: Cell<Option<Box<MaybeUninit<Filter>>>> = const { Cell::new(None) };
+    /// With it, that stream's instance (which keeps no configuration
+    /// alive: `Instance::shared`).
+    static SPARE_FILTER: Cell<Option<Spare>> = const { Cell::new(None) };
 }
 
 #[no_mangle]
@@ -349,7 +363,8 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(s: *const c_void) 
     // SAFETY: as above.
     let filter = unsafe { room.assume_init_read() };
     // Where the spare is gone (at a thread's end), the room is freed.
-    let _ = SPARE_FILTER.try_with(|spare| spare.set(Some(room)));
+    let last = filter.request.instance().cloned();
+    let _ = SPARE_FILTER.try_with(|spare| spare.set(Some((room, last))));
     let envoy = filter.request.key();
     // Only a stream of a plugin that ticks can carry the worker's ticks.
     let ticks = filter.request.instance().is_some_and(|i| i.ticks());
