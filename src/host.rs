@@ -78,25 +78,16 @@ thread_local! {
 /// An empty header list for a request's headers: the worker's spare one
 /// (`keep_spare`), or a new one. For an adapter's `request_headers`.
 pub fn spare_list<'b>() -> Vec<Header<'b>> {
-    SPARE_LIST.with(Cell::take).map_or_else(Vec::new, relabel)
+    SPARE_LIST
+        .with(Cell::take)
+        .map_or_else(Vec::new, crate::pairs::relabel)
 }
 
 /// Keeps a request's header list, emptied, as the worker's spare: for an
 /// adapter's `headers_done`.
 pub fn keep_spare(list: Vec<Header<'_>>) {
-    let kept = relabel(list);
+    let kept = crate::pairs::relabel(list);
     SPARE_LIST.with(|l| l.set(Some(kept)));
-}
-
-/// An empty header list of any lifetime, in the allocation of `list`: the
-/// list is emptied, and an in-place collect keeps its buffer (the two
-/// element types are one layout).
-fn relabel<'a, 'b>(mut list: Vec<Header<'a>>) -> Vec<Header<'b>> {
-    list.clear();
-    // Not a filter: the item type changes (its lifetime), which the
-    // in-place collect needs.
-    #[allow(clippy::unnecessary_filter_map)]
-    list.into_iter().filter_map(|_| None).collect()
 }
 
 /// The proxy at load time, and on the tick: what a configuration needs

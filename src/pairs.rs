@@ -273,6 +273,18 @@ where
     out
 }
 
+/// An empty list of `U` in the allocation of `list`, emptied: for a list
+/// kept between requests, whose items are one type but for their
+/// lifetimes (an in-place collect keeps the buffer of two types of one
+/// layout).
+pub fn relabel<T, U>(mut list: Vec<T>) -> Vec<U> {
+    list.clear();
+    // Not a filter: the item type changes, which the in-place collect
+    // needs.
+    #[allow(clippy::unnecessary_filter_map)]
+    list.into_iter().filter_map(|_| None).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,31 +148,25 @@ thread_local! {
 /// a stamp builds: the worker's spares (`recycle`), or new ones.
 pub fn room<'a>(n: usize) -> (Vec<Stamp<'a>>, String) {
     let spare = SPARE.try_with(Cell::take).ok().flatten();
-    let (mut list, text) = spare.map_or_else(Default::default, |(l, t)| (relabel(l), t));
+    let (mut list, text) =
+        spare.map_or_else(Default::default, |(l, t)| (crate::pairs::relabel(l), t));
     list.reserve(n);
     (list, text)
 }
 
-/// Keeps a request's stamp list, emptied, and the largest text it built
-/// (or `text`, the room it was given), as the worker's spares.
+/// Keeps a request's stamp list, emptied, and the first text it built
+/// where that is larger than `text` (the room it was given), as the
+/// worker's spares.
 pub fn recycle(mut list: Vec<Stamp<'_>>, mut text: String) {
-    for (_, v) in list.drain(..) {
-        if let Value::Text(Cow::Owned(t)) = v {
-            if t.capacity() > text.capacity() {
-                text = t;
-            }
-        }
+    let built = list.iter_mut().find_map(|(_, v)| match v {
+        Value::Text(Cow::Owned(t)) => Some(std::mem::take(t)),
+        _ => None,
+    });
+    if let Some(t) = built.filter(|t| t.capacity() > text.capacity()) {
+        text = t;
     }
     text.clear();
-    let _ = SPARE.try_with(|s| s.set(Some((relabel(list), text))));
-}
-
-/// An empty stamp list of any lifetime, in the allocation of `list` (an
-/// in-place collect keeps the buffer: the two item types are one layout).
-fn relabel<'a, 'b>(mut list: Vec<Stamp<'a>>) -> Vec<Stamp<'b>> {
-    list.clear();
-    #[allow(clippy::unnecessary_filter_map)]
-    list.into_iter().filter_map(|_| None).collect()
+    let _ = SPARE.try_with(|s| s.set(Some((crate::pairs::relabel(list), text))));
 }
 
 /// A stamp's value: text, borrowed from the config or the request where it

@@ -243,16 +243,27 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
     s: *const c_void,
     end_of_stream: bool,
 ) -> u32 {
-    let stopped = data_status(DataStatus::StopNoBuffer);
     // A body that passes (its request stamped at its headers, or not
     // routed) goes on with nothing done: read before any barrier, as a
-    // field of the stream's filter cannot panic.
+    // field of the stream's filter cannot panic, and apart from the
+    // barrier's frame.
     // SAFETY: Envoy passes the pointer `filter_new` returned, live; its
     // hooks come one at a time.
     if !s.is_null() && unsafe { &*s.cast::<Filter>() }.request.passes_body() {
         return data_status(DataStatus::Continue);
     }
-    // SAFETY: Envoy passes the pointer `filter_new` returned.
+    // SAFETY: as above.
+    unsafe { body_hook(envoy, s, end_of_stream) }
+}
+
+/// The body hook of a request that is held or streamed.
+///
+/// # Safety
+/// `s` is a pointer `filter_new` returned, not yet destroyed.
+#[inline(never)]
+unsafe fn body_hook(envoy: FilterEnvoyPtr, s: *const c_void, end_of_stream: bool) -> u32 {
+    let stopped = data_status(DataStatus::StopNoBuffer);
+    // SAFETY: the caller's contract.
     unsafe {
         on_stream("request_body", envoy, s, stopped, |f, host| {
             request_body(f, host, envoy, end_of_stream)

@@ -276,7 +276,10 @@ fn act(
     // The client's seal fields go once the stamps are in (no stamp reads
     // them: a configuration whose keys would is refused), and the seal's
     // own are added in their place.
-    let (stamps, seal) = stamped.split_seal();
+    let (stamps, seal) = match plugin.config.seal {
+        None => (&stamped.headers[..], &[][..]),
+        Some(_) => stamped.split_seal(),
+    };
     let added = add(host, stamps).and_then(|()| match seal {
         [] => Ok(()),
         _ => strip::seal_fields(host, w.seal_fields).and_then(|()| add(host, seal)),
