@@ -42,7 +42,6 @@ mod module;
 // written for V8), its reading of the proxy-wasm header map and its
 // stamps' names, encoding rule and hex: `hand` pays for them what
 // hookstamp pays.
-#[cfg(target_arch = "wasm32")]
 #[allow(dead_code)]
 #[path = "../../../src/pairs.rs"]
 mod pairs;
