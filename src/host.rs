@@ -65,8 +65,9 @@ pub enum DataStatus {
     StopNoBuffer,
 }
 
-/// A header as the proxy holds it: its name (text: both ABIs' codecs admit
-/// only token characters) and its value, borrowed for the callback.
+/// A header as the proxy holds it: its name and its value, as bytes,
+/// borrowed for the callback (nothing reads a name but to compare it with
+/// one of hookstamp's, so none is checked as text).
 pub type Header<'h> = (&'h [u8], &'h [u8]);
 
 thread_local! {

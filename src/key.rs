@@ -194,22 +194,7 @@ pub fn parts<'k>(k: &'k KeySource, v: &Values<'_, '_>) -> Vec<(&'k KeySource, Op
 
 /// Evaluates a key expression; `None` (no key) when what it reads is
 /// missing or empty.
-#[inline]
 pub fn eval<'a>(k: &KeySource, v: &Values<'_, 'a>) -> Option<Cow<'a, [u8]>> {
-    // A header's key (nearly every provider's), here in the caller.
-    if let KeySource::Header(i) = k {
-        return v
-            .headers
-            .get(*i)
-            .copied()
-            .flatten()
-            .filter(|h| !h.is_empty())
-            .map(Cow::Borrowed);
-    }
-    eval_any(k, v)
-}
-
-fn eval_any<'a>(k: &KeySource, v: &Values<'_, 'a>) -> Option<Cow<'a, [u8]>> {
     let raw = match k {
         KeySource::Header(i) => Cow::Borrowed((*v.headers.get(*i)?)?),
         KeySource::Json { path, integer } => match v.json.get(*path)?.as_ref()? {

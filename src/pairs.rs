@@ -129,7 +129,7 @@ pub fn ascii(b: &[u8]) -> Option<&str> {
     // bytes at a time, where the standard one, at the .wasm's opt-level,
     // loops over four-byte words: some 600 instructions on (d) in Envoy.
     #[cfg(not(target_arch = "wasm32"))]
-    let is = ascii_by_words(b);
+    let is = b.is_ascii();
     #[cfg(target_arch = "wasm32")]
     let is = ascii_by_16(b);
     // SAFETY: ASCII is UTF-8.
@@ -141,36 +141,6 @@ pub fn ascii(b: &[u8]) -> Option<&str> {
 #[inline]
 pub fn text(b: &[u8]) -> Option<&str> {
     ascii(b).or_else(|| std::str::from_utf8(b).ok())
-}
-
-/// Whether `b` is ASCII, a word at a time, its last word read where it
-/// ends (overlapping the one before): a header name, mostly 5 to 20
-/// bytes, in two or three words with no loop over its tail, where the
-/// standard check took some 50 instructions a name.
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
-fn ascii_by_words(b: &[u8]) -> bool {
-    let n = b.len();
-    let word = |at: usize| {
-        b.get(at..at + 8)
-            .map_or(0, |w| u64::from_ne_bytes(w.try_into().unwrap_or_default()))
-    };
-    let half = |at: usize| {
-        b.get(at..at + 4)
-            .map_or(0, |w| u32::from_ne_bytes(w.try_into().unwrap_or_default()))
-    };
-    if n >= 8 {
-        let mut high = word(n - 8);
-        let mut at = 0;
-        while at + 8 < n {
-            high |= word(at);
-            at += 8;
-        }
-        high & 0x8080_8080_8080_8080 == 0
-    } else if n >= 4 {
-        (half(0) | half(n - 4)) & 0x8080_8080 == 0
-    } else {
-        b.iter().fold(0, |high, &c| high | c) & 0x80 == 0
-    }
 }
 
 /// Whether `b` is ASCII, sixteen bytes at a time as two words.
@@ -295,14 +265,13 @@ mod tests {
         for len in 0..40 {
             let plain = vec![b'a'; len];
             assert_eq!(ascii(&plain), std::str::from_utf8(&plain).ok());
-            assert!(ascii_by_16(&plain) && ascii_by_words(&plain));
+            assert!(ascii_by_16(&plain));
             for at in 0..len {
                 for high in [0x80, 0xC3, 0xFF] {
                     let mut b = plain.clone();
                     b[at] = high;
                     assert_eq!(ascii(&b), None, "{len} {at} {high}");
                     assert!(!ascii_by_16(&b), "{len} {at} {high}");
-                    assert!(!ascii_by_words(&b), "{len} {at} {high}");
                 }
             }
         }
@@ -346,7 +315,6 @@ mod tests {
         let bytes: Vec<(&[u8], &[u8])> = map.iter().map(|(n, v)| (n.as_bytes(), *v)).collect();
         assert_eq!(parse(&serialise(&map)), Some(bytes));
         assert_eq!(parse(&[]), Some(vec![]));
-
         assert_eq!(parse(&serialise(&[])), Some(vec![]));
     }
 

@@ -375,10 +375,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(s: *const c_void) 
     let filter = unsafe { room.assume_init_read() };
     // Where the spare is gone (at a thread's end), the room is freed.
     let last = filter.request.instance().cloned();
+    // Only a stream of a plugin that ticks can carry the worker's ticks.
+    let ticks = last.as_ref().is_some_and(|i| i.ticks());
     let _ = SPARE_FILTER.try_with(|spare| spare.set(Some((room, last))));
     let envoy = filter.request.key();
-    // Only a stream of a plugin that ticks can carry the worker's ticks.
-    let ticks = filter.request.instance().is_some_and(|i| i.ticks());
     barrier("filter_destroy", || {
         probe::fire("filter_destroy");
         drop(filter);

@@ -311,6 +311,14 @@ pub fn digest_block(b: &[u8; 64]) -> [u8; 32] {
     let mut state = IV;
     compress(&mut state, b);
     let mut out = [0u8; 32];
+    state_bytes(&state, &mut out);
+    out
+}
+
+/// The state's words, big-endian, into a digest's 32 bytes. A byte at a
+/// time: a four-byte `copy_from_slice` is a call in V8 (`memory.copy`
+/// leaves the VM), eight a digest.
+fn state_bytes(state: &[u32; 8], out: &mut [u8]) {
     for (o, v) in out.chunks_exact_mut(4).zip(state) {
         let [b0, b1, b2, b3] = v.to_be_bytes();
         o[0] = b0;
@@ -318,7 +326,6 @@ pub fn digest_block(b: &[u8; 64]) -> [u8; 32] {
         o[2] = b2;
         o[3] = b3;
     }
-    out
 }
 
 /// The hash core: the state and the blocks compressed so far; `digest`'s
@@ -371,15 +378,7 @@ impl FixedOutputCore for Core {
             .wrapping_mul(512)
             .wrapping_add(8 * buffer.get_pos() as u64);
         buffer.len64_padding_be(bits, |b| compress(&mut self.state, b.as_ref()));
-        // A byte at a time: a four-byte `copy_from_slice` is a call in V8
-        // (`memory.copy` leaves the VM), eight a digest.
-        for (o, v) in out.chunks_exact_mut(4).zip(self.state) {
-            let [b0, b1, b2, b3] = v.to_be_bytes();
-            o[0] = b0;
-            o[1] = b1;
-            o[2] = b2;
-            o[3] = b3;
-        }
+        state_bytes(&self.state, out);
     }
 }
 
